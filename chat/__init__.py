@@ -1,0 +1,1 @@
+"""Helix chat: the HTTP edge (views, SSE out), persistence and admin."""

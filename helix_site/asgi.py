@@ -1,0 +1,20 @@
+"""ASGI entry point: ``daphne helix_site.asgi:application``.
+
+HTTP goes to Django (async views serve the SSE streams without holding a thread per stream);
+the Channels router leaves room for more protocols. With ``DJANGO_DEBUG`` on, static files are
+served too, so the embedded default needs no web server in front.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "helix_site.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402  (after Django is set up)
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app
+application = ProtocolTypeRouter({"http": http_app})

@@ -1,0 +1,11 @@
+"""Django app of the stream layer (chunk protocol, stream store, SSE primitives)."""
+
+from django.apps import AppConfig
+
+
+class StreamsConfig(AppConfig):
+    name = "streams"
+    verbose_name = "Helix streams"
+
+    def ready(self) -> None:
+        from streams import checks  # noqa: F401  (registers the system checks)

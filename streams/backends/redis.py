@@ -1,0 +1,296 @@
+"""The Redis stream store, on Redis Streams (entry id = sequence) and Lua for atomicity.
+
+Writes, status changes and reads are Lua scripts (``redis_scripts``): a batch of chunks gets its
+sequences, is stored and is announced in one atomic step, and a write to a closed stream stores
+nothing. Live tailing goes through one shared pub/sub connection per process and event loop
+(``redis_tail``). Clients are created lazily, one pool per event loop, so the manager works from
+Daphne's loop, ``asyncio.run`` in a worker and test loops alike. The client never retries a
+command by itself (a retried write could be stored twice); reads are retried here, writes raise
+:class:`~streams.exceptions.StreamUnavailableError` for the caller to decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import msgspec
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from streams.backends import redis_scripts
+from streams.backends.base import (
+    TERMINAL,
+    ReadPage,
+    ResumableStreamReader,
+    StreamInfo,
+    StreamManager,
+    StreamStatus,
+    Subscription,
+    WriteBatch,
+    validate_stream_id,
+)
+from streams.backends.redis_tail import TailHub, TailSubscription
+from streams.exceptions import (
+    StreamClosedError,
+    StreamNotFoundError,
+    StreamUnavailableError,
+)
+from streams.protocol import StoredChunk, decode_chunks, now_ms
+
+__all__ = ["RedisStreamManager"]
+
+T = TypeVar("T")
+_NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+@dataclass(slots=True)
+class _LoopState:
+    client: Redis
+    hub: TailHub
+    ensure: AsyncScript
+    append: AsyncScript
+    transition: AsyncScript
+    read: AsyncScript
+    delete: AsyncScript
+
+
+class RedisStreamManager(StreamManager):
+    """Streams in Redis, shared by every web process and worker.
+
+    Options: ``url`` (``redis://…``), ``key_prefix`` (default ``helix:stream:``), ``ttl`` seconds
+    an ended or failed stream is kept (default one day), ``active_ttl`` seconds an untouched
+    active stream is kept (default a week; ``None``: forever), ``max_length`` chunks kept per
+    stream (approximate, oldest first; ``None``: all), ``max_connections`` per process and event
+    loop, the tail's pub/sub connection included (default 4), ``retry_timeout`` seconds a reader
+    keeps retrying an unreachable Redis before it raises (default 30), ``socket_timeout`` seconds.
+    """
+
+    option_names: ClassVar[frozenset[str]] = frozenset(
+        {"url", "key_prefix", "ttl", "active_ttl", "max_length", "max_connections", "retry_timeout", "socket_timeout"}
+    )
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        key_prefix: str = "helix:stream:",
+        ttl: float = 86_400,
+        active_ttl: float | None = 7 * 86_400,
+        max_length: int | None = None,
+        max_connections: int = 4,
+        retry_timeout: float = 30.0,
+        socket_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.key_prefix = key_prefix
+        self.ttl = ttl
+        self.active_ttl = active_ttl
+        self.max_length = max_length
+        self.max_connections = max(2, max_connections)
+        self.retry_timeout = retry_timeout
+        self.socket_timeout = socket_timeout
+        self.client_name = f"helix-streams-{os.getpid()}"
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            pool = BlockingConnectionPool.from_url(
+                self.url,
+                max_connections=self.max_connections,
+                timeout=self.socket_timeout,
+                client_name=self.client_name,
+                socket_timeout=self.socket_timeout,
+                socket_connect_timeout=min(self.socket_timeout, 5.0),
+                health_check_interval=30,
+                retry=Retry(NoBackoff(), 0),
+            )
+            client = Redis(connection_pool=pool)
+            state = _LoopState(
+                client=client,
+                hub=TailHub(client, retry_timeout=self.retry_timeout),
+                ensure=client.register_script(redis_scripts.ENSURE),
+                append=client.register_script(redis_scripts.APPEND),
+                transition=client.register_script(redis_scripts.TRANSITION),
+                read=client.register_script(redis_scripts.READ),
+                delete=client.register_script(redis_scripts.DELETE),
+            )
+            self._states[loop] = state
+        return state
+
+    def _keys(self, stream_id: str) -> list[str]:
+        base = f"{self.key_prefix}{{{stream_id}}}"
+        return [f"{base}:c", f"{base}:m", f"{base}:s"]
+
+    def _channel(self, stream_id: str) -> str:
+        return f"{self.key_prefix}{{{stream_id}}}:n"
+
+    def _ms(self, seconds: float | None) -> int:
+        return 0 if not seconds else max(1, int(seconds * 1000))
+
+    async def _call(self, stream_id: str, action: Callable[[], Awaitable[T]]) -> T:
+        """Run one Redis operation, mapping failures to typed errors."""
+        try:
+            return await action()
+        except ResponseError as exc:
+            message = str(exc)
+            if message.startswith("HELIX_NOT_FOUND"):
+                raise StreamNotFoundError(stream_id) from None
+            if message.startswith("HELIX_CLOSED"):
+                raise StreamClosedError(stream_id, message.split()[1]) from None
+            raise
+        except _NETWORK_ERRORS as exc:
+            raise StreamUnavailableError(stream_id, f"Redis unreachable: {exc}") from exc
+
+    async def _call_idempotent(self, stream_id: str, action: Callable[[], Awaitable[T]]) -> T:
+        """Like :meth:`_call`, retrying a read a few times with backoff before giving up."""
+        delay = 0.05
+        for _ in range(3):
+            try:
+                return await self._call(stream_id, action)
+            except StreamUnavailableError:
+                await asyncio.sleep(delay)
+                delay *= 2
+        return await self._call(stream_id, action)
+
+    # -- backend hooks -----------------------------------------------------------------------
+
+    async def _ensure_stream(self, stream_id: str) -> None:
+        state = self._state()
+        keys = self._keys(stream_id)
+        await self._call(stream_id, lambda: state.ensure(keys, [now_ms(), self._ms(self.active_ttl)]))
+
+    async def _append(self, stream_id: str, batch: WriteBatch) -> int:
+        state = self._state()
+        args: list[Any] = [
+            now_ms(),
+            self._ms(self.active_ttl),
+            self.max_length or 0,
+            len(batch.payloads),
+            self._channel(stream_id),
+            *batch.payloads,
+        ]
+        for step, index in batch.steps:
+            args += (step, index)
+        keys = self._keys(stream_id)
+        result = await self._call(stream_id, lambda: state.append(keys, args))
+        return int(result)
+
+    async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
+        state = self._state()
+        keys = self._keys(stream_id)[:2]
+        reply = await self._call_idempotent(stream_id, lambda: state.read(keys, [after_sequence, limit]))
+        if reply is None:
+            return None
+        status: StreamStatus = reply[0].decode()
+        latest, first = int(reply[1]), int(reply[3])
+        error = reply[2].decode() or None
+        chunks = decode_chunks(reply[4:])
+        stored = list(map(StoredChunk, chunks, range(first, first + len(chunks))))
+        return ReadPage(stored, status, latest, error)
+
+    async def _step_start(self, stream_id: str, step: int) -> int | None:
+        state = self._state()
+        key = self._keys(stream_id)[2]
+        value = await self._call_idempotent(stream_id, lambda: state.client.hget(key, str(step)))
+        return None if value is None else int(value)
+
+    def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
+        state = self._state()
+        return TailSubscription(state.hub, reader.stream_id, self._channel(reader.stream_id).encode())
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def get_stream_info(self, stream_id: str) -> StreamInfo | None:
+        validate_stream_id(stream_id)
+        state = self._state()
+        key = self._keys(stream_id)[1]
+        fields = ("status", "seq", "error", "output", "created", "updated")
+        values = await self._call_idempotent(stream_id, lambda: state.client.hmget(key, fields))
+        status, seq, error, output, created, updated = (v if isinstance(v, bytes) else None for v in values)
+        if status is None or seq is None:
+            return None
+        return StreamInfo(
+            stream_id=stream_id,
+            status=status.decode(),  # type: ignore[arg-type]
+            total_chunks=int(seq),
+            latest_sequence=int(seq),
+            error=error.decode() if error else None,
+            output=msgspec.json.decode(output) if output else None,
+            created_at=int(created) if created else None,
+            updated_at=int(updated) if updated else None,
+        )
+
+    async def _transition(
+        self,
+        stream_id: str,
+        target: StreamStatus,
+        allowed: tuple[str, ...],
+        field: str = "",
+        value: bytes | str = "",
+        clear: bool = False,
+    ) -> None:
+        state = self._state()
+        ttl = self.ttl if target in TERMINAL else self.active_ttl
+        args: list[bytes | str | int] = [
+            target,
+            "," + ",".join(allowed) + ",",
+            now_ms(),
+            self._ms(ttl),
+            self._channel(stream_id),
+            field,
+            value,
+            "1" if clear else "0",
+        ]
+        keys = self._keys(stream_id)
+        await self._call(stream_id, lambda: state.transition(keys, args))
+
+    async def end_stream(self, stream_id: str, output: Any = None) -> None:
+        encoded = msgspec.json.encode(output) if output is not None else b""
+        await self._transition(stream_id, "ended", ("active", "paused"), "output" if encoded else "", encoded)
+
+    async def fail_stream(self, stream_id: str, error: str) -> None:
+        await self._transition(stream_id, "failed", ("active", "paused"), "error", str(error))
+
+    async def pause_stream(self, stream_id: str) -> None:
+        await self._transition(stream_id, "paused", ("active",))
+
+    async def resume_stream(self, stream_id: str) -> None:
+        await self._transition(stream_id, "active", ("paused",))
+
+    async def reopen_stream(self, stream_id: str) -> None:
+        await self._transition(stream_id, "active", ("ended", "failed", "paused"), clear=True)
+
+    async def delete_stream(self, stream_id: str) -> bool:
+        validate_stream_id(stream_id)
+        state = self._state()
+        keys = self._keys(stream_id)
+        removed = await self._call(stream_id, lambda: state.delete(keys, [self._channel(stream_id)]))
+        return int(removed) > 0
+
+    async def ping(self) -> bool:
+        """True when Redis answers."""
+        state = self._state()
+        return bool(await self._call("-", lambda: state.client.ping()))
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        state = self._states.pop(loop, None)
+        if state is not None:
+            await state.hub.aclose()
+            with contextlib.suppress(Exception):
+                await state.client.aclose(close_connection_pool=True)

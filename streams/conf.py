@@ -1,0 +1,81 @@
+"""Helix settings: one namespaced dict, ``settings.HELIX``, with defaults in code.
+
+Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is rebuilt whenever
+``HELIX`` changes (``override_settings`` in tests). Keys::
+
+    HELIX = {
+        "STREAMS": {                       # the stream store
+            "BACKEND": "memory",           # "memory", "redis" or a dotted path to a StreamManager
+            "OPTIONS": {},                 # keyword arguments of the backend class
+        },
+        "EXECUTOR": "inprocess",           # "inprocess" or "celery"
+        "SSE_KEEPALIVE_SECONDS": 15.0,     # idle time before an SSE keep-alive comment
+    }
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+__all__ = ["BACKEND_ALIASES", "DEFAULTS", "EXECUTORS", "HelixSettings", "helix_settings"]
+
+BACKEND_ALIASES: dict[str, str] = {
+    "memory": "streams.backends.memory.InMemoryStreamManager",
+    "redis": "streams.backends.redis.RedisStreamManager",
+}
+EXECUTORS = ("inprocess", "celery")
+
+DEFAULTS: dict[str, Any] = {
+    "STREAMS": {"BACKEND": "memory", "OPTIONS": {}},
+    "EXECUTOR": "inprocess",
+    "SSE_KEEPALIVE_SECONDS": 15.0,
+}
+
+
+class HelixSettings:
+    """Attribute access to ``settings.HELIX`` merged over :data:`DEFAULTS` (one level deep)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(settings, "HELIX", {})
+        return value if isinstance(value, dict) else {}
+
+    def as_dict(self) -> dict[str, Any]:
+        if self._cache is None:
+            merged = copy.deepcopy(DEFAULTS)
+            for key, value in self.user_settings.items():
+                if isinstance(merged.get(key), dict) and isinstance(value, dict):
+                    merged[key] = {**merged[key], **value}
+                else:
+                    merged[key] = value
+            self._cache = merged
+        return self._cache
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.as_dict()[name]
+        except KeyError:
+            raise AttributeError(f"Unknown Helix setting {name!r}") from None
+
+    def reload(self) -> None:
+        self._cache = None
+
+
+helix_settings = HelixSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "HELIX":
+        helix_settings.reload()
+
+
+setting_changed.connect(_reload)

@@ -1,0 +1,71 @@
+"""Shared fixtures. Redis is provided by the test command (``bin/test``), never started here:
+``HELIX_TEST_REDIS_URL`` names it. A test that needs Redis fails when it is unreachable."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis
+
+from streams.backends import InMemoryStreamManager, RedisStreamManager, StreamManager
+
+REDIS_URL = os.environ.get("HELIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis; fails loudly when it is not running."""
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis at {REDIS_URL} is required (run the tests with bin/test): {exc}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def key_prefix() -> str:
+    return f"test:{uuid.uuid4().hex[:10]}:"
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+async def _make_redis(redis_url: str, key_prefix: str, **options: object) -> RedisStreamManager:
+    return RedisStreamManager(redis_url, key_prefix=key_prefix, retry_timeout=5.0, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def backend_factory(request: pytest.FixtureRequest, key_prefix: str) -> AsyncIterator[object]:
+    """Builds managers of the parametrized backend with given options; closes them afterwards."""
+    made: list[StreamManager] = []
+
+    async def make(**options: object) -> StreamManager:
+        if request.param == "memory":
+            manager: StreamManager = InMemoryStreamManager(**options)  # type: ignore[arg-type]
+        else:
+            manager = await _make_redis(request.getfixturevalue("redis_url"), key_prefix, **options)
+        made.append(manager)
+        return manager
+
+    make.backend = request.param  # type: ignore[attr-defined]
+    yield make
+    for manager in made:
+        await manager.aclose()
+
+
+@pytest.fixture
+async def manager(backend_factory) -> StreamManager:  # type: ignore[no-untyped-def]
+    """A stream manager of each backend (memory, redis), with a fresh key prefix."""
+    return await backend_factory()
+
+
+@pytest.fixture
+async def redis_manager(redis_url: str, key_prefix: str) -> AsyncIterator[RedisStreamManager]:
+    manager = await _make_redis(redis_url, key_prefix)
+    yield manager
+    await manager.aclose()

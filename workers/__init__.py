@@ -1,0 +1,1 @@
+"""Helix workers: the producers of chunks (agent runtime, executors, tasks)."""
