@@ -101,6 +101,7 @@ class TailHub:
         self._pubsub: PubSub | None = None
         self._task: asyncio.Task[None] | None = None
         self._commands: set[asyncio.Future[None]] = set()
+        self._lock = asyncio.Lock()
 
     @property
     def channel_count(self) -> int:
@@ -109,7 +110,7 @@ class TailHub:
     def attach(self, subscription: TailSubscription) -> None:
         subscribers = self._subscriptions.setdefault(subscription.channel, set())
         subscribers.add(subscription)
-        if len(subscribers) == 1 and self._pubsub is not None:
+        if len(subscribers) == 1:
             self._spawn(self._command("subscribe", subscription.channel))
         elif len(subscribers) > 1 and any(s._ready.is_set() for s in subscribers if s is not subscription):
             subscription.subscribed()
@@ -136,13 +137,14 @@ class TailHub:
         task.add_done_callback(self._commands.discard)
 
     async def _command(self, name: str, channel: bytes) -> None:
-        pubsub = self._pubsub
-        if pubsub is None:
-            return  # the next (re)connect subscribes every channel
-        try:
-            await getattr(pubsub, name)(channel)
-        except Exception:
-            logger.debug("pub/sub %s %r failed; the listener will resubscribe", name, channel)
+        async with self._lock:  # never two connects of one PubSub: each would take a connection
+            pubsub = self._pubsub
+            if pubsub is None or pubsub.connection is None:
+                return  # the next (re)connect subscribes every channel
+            try:
+                await getattr(pubsub, name)(channel)
+            except Exception:  # the listener owns recovery and resubscribes everything
+                logger.debug("pub/sub %s %r failed; the listener will resubscribe", name, channel)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         kind, channel = message["type"], message["channel"]
@@ -189,8 +191,9 @@ class TailHub:
             while self._subscriptions:
                 try:
                     if pubsub is None:
-                        pubsub = self._pubsub = self._client.pubsub()
-                        await pubsub.subscribe(*self._subscriptions)
+                        async with self._lock:
+                            pubsub = self._pubsub = self._client.pubsub()
+                            await pubsub.subscribe(*self._subscriptions)
                     message = await pubsub.get_message(timeout=None)
                     failing_since, delay = None, 0.05
                     if message is not None:

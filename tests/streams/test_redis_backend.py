@@ -1,0 +1,161 @@
+"""What only the Redis store promises: keys, the shared tail, and surviving a flaky Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+import redis
+
+from streams.backends import RedisStreamManager
+from streams.exceptions import StreamUnavailableError
+from tests.streams.helpers import text, texts
+
+
+def helix_connections(client: redis.Redis, manager: RedisStreamManager) -> list[dict[str, object]]:
+    return [c for c in client.client_list() if c.get("name") == manager.client_name]
+
+
+async def test_keys_use_the_prefix_and_one_hash_tag(
+    redis_manager: RedisStreamManager, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    writer = await redis_manager.create_writer("chat-1", "a")
+    await writer.begin_step(1)
+    await writer.write(text("x"))
+    keys = sorted(k.decode() for k in redis_client.scan_iter(match=f"{key_prefix}*"))
+    assert keys == [f"{key_prefix}{{chat-1}}:{suffix}" for suffix in ("c", "m", "s")]
+    entries = redis_client.xrange(f"{key_prefix}{{chat-1}}:c")
+    assert [entry_id for entry_id, _ in entries] == [b"1-0"]  # the sequence is the entry id
+
+
+async def test_every_key_gets_the_ttl_once_the_stream_ends(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix, ttl=120, active_ttl=None)
+    try:
+        writer = await manager.create_writer("s", "a")
+        await writer.begin_step(1)
+        await writer.write(text("x"))
+        keys = [f"{key_prefix}{{s}}:{suffix}" for suffix in ("c", "m", "s")]
+        assert [redis_client.ttl(k) for k in keys] == [-1, -1, -1]
+        await manager.end_stream("s")
+        assert all(100 < redis_client.ttl(k) <= 120 for k in keys)
+        await manager.reopen_stream("s")  # a new run: no expiry while it is active
+        assert [redis_client.ttl(k) for k in keys] == [-1, -1, -1]
+    finally:
+        await manager.aclose()
+
+
+async def test_a_thousand_tailing_readers_share_at_most_four_connections(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    try:
+        streams = [f"s{i}" for i in range(100)]
+        writers = [await manager.create_writer(s, "a") for s in streams]
+        readers = [await manager.create_resumable_reader(streams[i % 100]) for i in range(1000)]
+        tasks = [asyncio.ensure_future(_count(r)) for r in readers]  # type: ignore[arg-type]
+        await asyncio.sleep(0.5)  # every reader is now tailing
+        for writer in writers:
+            await writer.write_many(texts(3))
+        connections = helix_connections(redis_client, manager)
+        for stream_id in streams:
+            await manager.end_stream(stream_id)
+        counts = await asyncio.wait_for(asyncio.gather(*tasks), 20)
+        assert counts == [3] * 1000
+        assert 1 <= len(connections) <= 4, connections
+    finally:
+        await manager.aclose()
+
+
+async def _count(reader) -> int:  # type: ignore[no-untyped-def]
+    return sum([1 async for _ in reader])
+
+
+@pytest.mark.parametrize("kill", ["pubsub", "normal", "all"])
+async def test_live_tail_survives_killed_connections(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str, kill: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix, retry_timeout=10)
+    try:
+        writer = await manager.create_writer("s", "a")
+        readers = [await manager.create_resumable_reader("s") for _ in range(5)]
+        tasks = [asyncio.ensure_future(_sequences(r)) for r in readers]
+        written = 0
+        for round_ in range(6):
+            for _ in range(50):
+                while True:
+                    try:
+                        await writer.write(text("x"))
+                        break
+                    except StreamUnavailableError:
+                        await asyncio.sleep(0.02)  # the write was refused as a whole: retry it
+                written += 1
+            for connection in helix_connections(redis_client, manager):
+                is_pubsub = "P" in str(connection.get("flags"))
+                if kill == "all" or (kill == "pubsub") == is_pubsub:
+                    redis_client.client_kill_filter(_id=connection["id"])
+            await asyncio.sleep(0.05 * round_)
+        await _retry(lambda: manager.end_stream("s"))
+        results = await asyncio.wait_for(asyncio.gather(*tasks), 20)
+        for sequences in results:
+            assert sequences == list(range(1, written + 1))
+    finally:
+        await manager.aclose()
+
+
+async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
+    return [sequence async for _, sequence in reader]
+
+
+async def _retry(action):  # type: ignore[no-untyped-def]
+    for _ in range(50):
+        try:
+            return await action()
+        except StreamUnavailableError:
+            await asyncio.sleep(0.05)
+    return await action()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_unreachable_redis_raises_a_retryable_typed_error() -> None:
+    manager = RedisStreamManager(f"redis://127.0.0.1:{_closed_port()}/0", socket_timeout=1, retry_timeout=0.3)
+    try:
+        for action in (
+            manager.create_writer("s", "a"),
+            manager.get_stream_info("s"),
+            manager.create_resumable_reader("s"),
+            manager.end_stream("s"),
+            manager.get_all_chunks("s"),
+        ):
+            with pytest.raises(StreamUnavailableError) as info:
+                await action
+            assert info.value.retryable and info.value.status_code == 503
+    finally:
+        await manager.aclose()
+
+
+async def test_a_reader_gives_up_with_a_typed_error_when_redis_stays_away(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix, retry_timeout=0.5)
+    try:
+        writer = await manager.create_writer("s", "a")
+        await writer.write(text("x"))
+        reader = await manager.create_resumable_reader("s")
+        assert reader is not None
+        assert (await reader.__anext__())[1] == 1
+        manager.url = f"redis://127.0.0.1:{_closed_port()}/0"  # Redis "moves away" for good
+        for connection in helix_connections(redis_client, manager):
+            redis_client.client_kill_filter(_id=connection["id"])
+        manager._states.clear()
+        with pytest.raises(StreamUnavailableError):
+            await asyncio.wait_for(reader.__anext__(), 10)
+    finally:
+        await manager.aclose()
