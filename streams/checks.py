@@ -36,7 +36,8 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
     if not isinstance(streams, dict):
         return [Error("HELIX['STREAMS'] must be a dict.", id="helix.E001")]
     backend = streams.get("BACKEND")
-    options = streams.get("OPTIONS") or {}
+    options = streams.get("OPTIONS")
+    options = {} if options is None else options
     try:
         cls = backend_class(str(backend))
     except ConfigurationError as exc:
