@@ -13,6 +13,7 @@ naming the bad field.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeGuard
@@ -61,6 +62,7 @@ __all__ = [
     "is_stream_end",
     "now_ms",
     "parse_chunk",
+    "stored_chunks",
 ]
 
 
@@ -329,6 +331,15 @@ class StoredChunk(NamedTuple):
 
     chunk: Chunk
     sequence: int
+
+
+_make_stored = functools.partial(tuple.__new__, StoredChunk)  # no Python frame per item
+
+
+def stored_chunks(chunks: list[Chunk], first_sequence: int) -> list[StoredChunk]:
+    """Pair consecutive chunks with their sequences, ``first_sequence`` onwards."""
+    sequences = range(first_sequence, first_sequence + len(chunks))
+    return list(map(_make_stored, zip(chunks, sequences, strict=True)))
 
 
 # -- encoding and validation -----------------------------------------------------------------

@@ -94,8 +94,10 @@ class StreamManager(abc.ABC):
     #: Options a backend accepts from ``HELIX["STREAMS"]["OPTIONS"]``, checked by system checks.
     option_names: ClassVar[frozenset[str]] = frozenset()
 
-    #: Chunks fetched per read round trip.
+    #: Chunks a reader fetches per round trip (small pages: a resumed reader starts quickly).
     page_size: int = 1000
+    #: Chunks fetched per round trip by ``get_chunks_from_sequence`` and friends.
+    bulk_page_size: int = 10_000
     #: Seconds a live reader keeps retrying an unreachable backend before it raises.
     retry_timeout: float = 30.0
 
@@ -159,11 +161,11 @@ class StreamManager(abc.ABC):
         result: list[StoredChunk] = []
         cursor = after_sequence
         while True:
-            page = await self._read_page(stream_id, cursor, self.page_size)
+            page = await self._read_page(stream_id, cursor, self.bulk_page_size)
             if page is None:
                 return result
             result.extend(page.chunks)
-            if len(page.chunks) < self.page_size:
+            if len(page.chunks) < self.bulk_page_size:
                 return result
             cursor = page.chunks[-1][1]
 
@@ -359,6 +361,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self._buffer: deque[StoredChunk] = deque()
         self._finished = False
         self._subscription: Subscription | None = None
+        self._need_read = True
         self._take_page(first_page)
 
     def __aiter__(self) -> ResumableStreamReader:
@@ -413,30 +416,41 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
             self._finished = True
 
     async def _fill(self) -> None:
-        """Put the next chunks into the buffer, or mark the reader finished."""
+        """Put the next chunks into the buffer, or mark the reader finished.
+
+        The store is read while catching up and whenever a notification cannot be trusted (a
+        gap, a status change, a reconnect); a caught-up, subscribed reader just takes the chunks
+        its notifications carry.
+        """
         while True:
-            page = await self._read()
-            if page is None:
-                await self.aclose()
-                raise StreamNotFoundError(self.stream_id, f"Stream {self.stream_id} was deleted while being read")
-            self._take_page(page)
-            if self._buffer:
-                return
-            if self._finished:
-                await self.aclose()
-                return
-            if self._subscription is None:
-                # Caught up with a live stream: subscribe, then read once more so that nothing
-                # written before the subscription was live can be missed.
-                self._subscription = self.manager._subscribe(self)
-                await self._subscription.ready()
-                continue
-            while True:
-                pushed = await self._subscription.wait()
-                if pushed is None or not self._accept(pushed):
-                    break  # read the store again
+            if self._need_read:
+                page = await self._read()
+                if page is None:
+                    await self.aclose()
+                    raise StreamNotFoundError(self.stream_id, f"Stream {self.stream_id} was deleted while being read")
+                self._take_page(page)
+                # Read again unless caught up and subscribed, or to see a final status once more.
+                self._need_read = (
+                    self._subscription is None or self._cursor < page.latest_sequence or self._should_stop()
+                )
                 if self._buffer:
                     return
+                if self._finished:
+                    await self.aclose()
+                    return
+                if self._subscription is None:
+                    # Caught up with a live stream: subscribe, then read once more so that nothing
+                    # written before the subscription was live can be missed.
+                    self._subscription = self.manager._subscribe(self)
+                    await self._subscription.ready()
+                    self._need_read = True
+                continue
+            assert self._subscription is not None
+            pushed = await self._subscription.wait()
+            if pushed is None or not self._accept(pushed):
+                self._need_read = True
+            elif self._buffer:
+                return
 
     async def _read(self) -> ReadPage | None:
         """Read the next page, retrying an unreachable backend with backoff for a while."""

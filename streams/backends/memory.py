@@ -10,6 +10,7 @@ reads skip them.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections import deque
@@ -31,7 +32,7 @@ from streams.exceptions import (
     StreamClosedError,
     StreamNotFoundError,
 )
-from streams.protocol import Chunk, StoredChunk, now_ms
+from streams.protocol import Chunk, StoredChunk, now_ms, stored_chunks
 
 __all__ = ["InMemoryStreamManager"]
 
@@ -178,8 +179,8 @@ class InMemoryStreamManager(StreamManager):
             start = max(after_sequence + 1, stream.first_sequence)
             stop = min(stream.sequence, start + limit - 1)
             offset = start - stream.first_sequence
-            chunks = [StoredChunk(stream.chunks[offset + i], start + i) for i in range(stop - start + 1)]
-            return ReadPage(chunks, stream.status, stream.sequence, stream.error)
+            chunks = list(itertools.islice(stream.chunks, offset, offset + stop - start + 1))
+            return ReadPage(stored_chunks(chunks, start), stream.status, stream.sequence, stream.error)
 
     async def _step_start(self, stream_id: str, step: int) -> int | None:
         with self._lock:

@@ -46,9 +46,14 @@ from streams.exceptions import (
     StreamNotFoundError,
     StreamUnavailableError,
 )
-from streams.protocol import StoredChunk, decode_chunks, now_ms
+from streams.protocol import StoredChunk, decode_chunks, now_ms, stored_chunks
 
 __all__ = ["RedisStreamManager"]
+
+
+def _raw_reply(response: Any, **options: Any) -> Any:
+    return response
+
 
 T = TypeVar("T")
 _NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -61,7 +66,6 @@ class _LoopState:
     ensure: AsyncScript
     append: AsyncScript
     transition: AsyncScript
-    read: AsyncScript
     delete: AsyncScript
 
 
@@ -101,6 +105,7 @@ class RedisStreamManager(StreamManager):
         self.retry_timeout = retry_timeout
         self.socket_timeout = socket_timeout
         self.client_name = f"helix-streams-{os.getpid()}"
+        self._key_cache: dict[str, list[str]] = {}
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -120,21 +125,26 @@ class RedisStreamManager(StreamManager):
                 retry=Retry(NoBackoff(), 0),
             )
             client = Redis(connection_pool=pool)
+            client.set_response_callback("XRANGE", _raw_reply)  # skip building a dict per entry
             state = _LoopState(
                 client=client,
                 hub=TailHub(client, retry_timeout=self.retry_timeout),
                 ensure=client.register_script(redis_scripts.ENSURE),
-                append=client.register_script(redis_scripts.APPEND),
+                append=client.register_script(redis_scripts.append_script(self._ms(self.active_ttl), self.max_length)),
                 transition=client.register_script(redis_scripts.TRANSITION),
-                read=client.register_script(redis_scripts.READ),
                 delete=client.register_script(redis_scripts.DELETE),
             )
             self._states[loop] = state
         return state
 
     def _keys(self, stream_id: str) -> list[str]:
-        base = f"{self.key_prefix}{{{stream_id}}}"
-        return [f"{base}:c", f"{base}:m", f"{base}:s"]
+        keys = self._key_cache.get(stream_id)
+        if keys is None:
+            if len(self._key_cache) > 10_000:
+                self._key_cache.clear()
+            base = f"{self.key_prefix}{{{stream_id}}}"
+            keys = self._key_cache[stream_id] = [f"{base}:c", f"{base}:m", f"{base}:s"]
+        return keys
 
     def _channel(self, stream_id: str) -> str:
         return f"{self.key_prefix}{{{stream_id}}}:n"
@@ -176,14 +186,7 @@ class RedisStreamManager(StreamManager):
 
     async def _append(self, stream_id: str, batch: WriteBatch) -> int:
         state = self._state()
-        args: list[Any] = [
-            now_ms(),
-            self._ms(self.active_ttl),
-            self.max_length or 0,
-            len(batch.payloads),
-            self._channel(stream_id),
-            *batch.payloads,
-        ]
+        args: list[Any] = [len(batch.payloads), *batch.payloads]
         for step, index in batch.steps:
             args += (step, index)
         keys = self._keys(stream_id)
@@ -192,16 +195,24 @@ class RedisStreamManager(StreamManager):
 
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
         state = self._state()
-        keys = self._keys(stream_id)[:2]
-        reply = await self._call_idempotent(stream_id, lambda: state.read(keys, [after_sequence, limit]))
-        if reply is None:
+        chunks_key, meta_key, _ = self._keys(stream_id)
+
+        async def read() -> list[Any]:
+            pipe = state.client.pipeline(transaction=True)  # status and chunks from one instant
+            pipe.hmget(meta_key, ("status", "seq", "error"))
+            pipe.xrange(chunks_key, f"{after_sequence + 1}-0", "+", count=limit)
+            result: list[Any] = await pipe.execute()
+            return result
+
+        (status, latest, error), entries = await self._call_idempotent(stream_id, read)
+        if status is None:
             return None
-        status: StreamStatus = reply[0].decode()
-        latest, first = int(reply[1]), int(reply[3])
-        error = reply[2].decode() or None
-        chunks = decode_chunks(reply[4:])
-        stored = list(map(StoredChunk, chunks, range(first, first + len(chunks))))
-        return ReadPage(stored, status, latest, error)
+        stored: list[StoredChunk] = []
+        if entries:
+            first = int(entries[0][0].partition(b"-")[0])
+            chunks = decode_chunks([fields[1] for _, fields in entries])
+            stored = stored_chunks(chunks, first)
+        return ReadPage(stored, status.decode(), int(latest), error.decode() if error else None)
 
     async def _step_start(self, stream_id: str, step: int) -> int | None:
         state = self._state()

@@ -1,5 +1,7 @@
 """Lua scripts of the Redis stream store; each runs atomically inside Redis.
 
+Reads need no script: a MULTI of HMGET (status) and XRANGE (chunks) is just as consistent.
+
 Keys of a stream (``<p>`` is the key prefix, the braces keep them in one cluster slot):
 ``<p>{id}:c`` the Redis Stream of chunks, entry id ``<sequence>-0``, field ``c`` = chunk JSON;
 ``<p>{id}:m`` a hash: ``status``, ``seq`` (latest sequence), ``error``, ``output``, ``created``,
@@ -15,37 +17,49 @@ if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1
 """
 
-# KEYS: chunks, meta, steps. ARGV: now, active_ttl_ms, max_length, n_chunks, channel,
-# chunk_1 .. chunk_n, then (step, index) pairs.
-APPEND = """
-local status = redis.call('HGET', KEYS[2], 'status')
+_APPEND = """
+local meta = redis.call('HMGET', KEYS[2], 'status', 'seq')
+local status = meta[1]
 if not status then return redis.error_reply('HELIX_NOT_FOUND') end
 if status == 'ended' or status == 'failed' then
   return redis.error_reply('HELIX_CLOSED ' .. status)
 end
-local n = tonumber(ARGV[4])
-local base = tonumber(redis.call('HGET', KEYS[2], 'seq'))
-local maxlen = tonumber(ARGV[3])
+local n = tonumber(ARGV[1])
+local base = tonumber(meta[2])
 for i = 1, n do
-  if maxlen > 0 then
-    redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, (base + i) .. '-0', 'c', ARGV[5 + i])
-  else
-    redis.call('XADD', KEYS[1], (base + i) .. '-0', 'c', ARGV[5 + i])
-  end
-end
-for j = 6 + n, #ARGV, 2 do
-  redis.call('HSET', KEYS[3], ARGV[j], base + tonumber(ARGV[j + 1]) + 1)
-end
-redis.call('HSET', KEYS[2], 'seq', base + n, 'updated', ARGV[1])
-local ttl = tonumber(ARGV[2])
-if ttl > 0 then
-  for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ttl) end
+  redis.call('XADD', KEYS[1], $TRIM (base + i) .. '-0', 'c', ARGV[1 + i])
 end
 if n > 0 then
-  redis.call('PUBLISH', ARGV[5], (base + 1) .. '\\n' .. table.concat(ARGV, '\\n', 6, 5 + n))
+  local channel = string.sub(KEYS[2], 1, -2) .. 'n'
+  redis.call('PUBLISH', channel, (base + 1) .. '\\n' .. table.concat(ARGV, '\\n', 2, 1 + n))
+end
+for j = 2 + n, #ARGV, 2 do
+  redis.call('HSET', KEYS[3], ARGV[j], base + tonumber(ARGV[j + 1]) + 1)
+end
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[2], 'seq', base + n, 'updated', now[1] * 1000 + math.floor(now[2] / 1000))
+local ttl = $TTL
+if ttl > 0 then
+  if redis.call('PTTL', KEYS[1]) < ttl * 0.9 then
+    for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ttl) end
+  elseif #ARGV > 1 + n then
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
 end
 return base + n
 """
+
+
+def append_script(active_ttl_ms: int, max_length: int | None) -> str:
+    """The append script for a store's settings (baked in: every write sends fewer arguments).
+
+    KEYS: chunks, meta, steps. ARGV: n_chunks, chunk_1 .. chunk_n, then (step, index) pairs.
+    Stores the chunks as sequences latest+1…, announces them, records step starts. The active
+    TTL is refreshed when less than 90 % of it is left on the chunks, not on every write.
+    """
+    trim = f"'MAXLEN', '~', {int(max_length)}," if max_length else ""
+    return _APPEND.replace("$TRIM", trim).replace("$TTL", str(int(active_ttl_ms)))
+
 
 # KEYS: chunks, meta, steps. ARGV: target status, allowed statuses as ",a,b,", now, ttl_ms
 # (0: persist), channel, field to set ('' for none), its value, '1' to clear error and output.
@@ -65,26 +79,6 @@ for k = 1, 3 do
 end
 redis.call('PUBLISH', ARGV[5], '!' .. ARGV[1] .. ' ' .. redis.call('HGET', KEYS[2], 'seq'))
 return 1
-"""
-
-# KEYS: chunks, meta. ARGV: after sequence, limit.
-# Returns nil for a missing stream, else {status, latest, error, first, chunk...}: the chunks
-# kept after ``after``, the first with sequence ``first`` and the rest following on (``first`` is
-# above after+1 when max_length trimmed the ones between).
-READ = """
-local meta = redis.call('HMGET', KEYS[2], 'status', 'seq', 'error')
-if not meta[1] then return nil end
-local after = tonumber(ARGV[1])
-local latest = tonumber(meta[2])
-local out = {meta[1], latest, meta[3] or '', 0}
-if latest > after then
-  local entries = redis.call('XRANGE', KEYS[1], (after + 1) .. '-0', '+', 'COUNT', tonumber(ARGV[2]))
-  if #entries > 0 then
-    out[4] = tonumber(string.match(entries[1][1], '^(%d+)'))
-    for i = 1, #entries do out[4 + i] = entries[i][2][2] end
-  end
-end
-return out
 """
 
 # KEYS: chunks, meta, steps. ARGV: channel.

@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from streams.backends.base import Subscription
 from streams.exceptions import StreamUnavailableError
-from streams.protocol import StoredChunk, decode_chunks
+from streams.protocol import StoredChunk, decode_chunks, stored_chunks
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -171,7 +171,7 @@ class TailHub:
             for subscription in list(subscribers):
                 subscription.push(_REREAD)
             return
-        stored = list(map(StoredChunk, chunks, range(first, first + len(chunks))))
+        stored = stored_chunks(chunks, first)
         for subscription in list(subscribers):
             subscription.push(stored)
 
