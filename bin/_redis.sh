@@ -1,10 +1,7 @@
 # Sourced by bin/test and bin/bench: start a throwaway Redis server on a free loopback port,
 # export its URL as THROWAWAY_REDIS_URL, and stop it when the calling script exits.
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found: installing it from apt" >&2
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null
-fi
+. bin/_apt.sh
+ensure_command redis-server redis-server
 redis_port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 redis_dir=$(mktemp -d)
 redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$redis_dir" --save "" --appendonly no \

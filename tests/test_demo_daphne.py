@@ -4,25 +4,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
-from pathlib import Path
 
 import pytest
 import redis
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.live import daphne
 
 
 class Server:
@@ -72,32 +61,13 @@ def read_events(response: http.client.HTTPResponse, limit: int | None = None) ->
 
 @pytest.fixture(params=["memory", "redis"])
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
-    port = _free_port()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "helix_site.settings", "HELIX_STREAM_BACKEND": request.param}
+    env = {"HELIX_STREAM_BACKEND": request.param}
     if request.param == "redis":
         env["REDIS_URL"] = request.getfixturevalue("redis_url")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "helix_site.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"daphne did not start: {process.stderr.read().decode()[-2000:]}") from None  # type: ignore[union-attr]
-            time.sleep(0.1)
-    server = Server(port)
-    server.backend = request.param  # type: ignore[attr-defined]
-    yield server
-    process.terminate()
-    process.wait(10)
+    with daphne(env) as port:
+        server = Server(port)
+        server.backend = request.param  # type: ignore[attr-defined]
+        yield server
 
 
 def test_stream_resumes_after_a_dropped_connection(server: Server) -> None:
