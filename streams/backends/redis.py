@@ -122,6 +122,7 @@ class RedisStreamManager(StreamManager):
                 socket_timeout=self.socket_timeout,
                 socket_connect_timeout=min(self.socket_timeout, 5.0),
                 health_check_interval=30,
+                socket_keepalive=True,  # notice a silently dead pub/sub connection
                 retry=Retry(NoBackoff(), 0),
             )
             client = Redis(connection_pool=pool)

@@ -118,6 +118,23 @@ async def _retry(action):  # type: ignore[no-untyped-def]
     return await action()
 
 
+async def test_an_idle_tail_outlives_the_socket_timeout(
+    redis_url: str, key_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix, socket_timeout=0.5)
+    try:
+        writer = await manager.create_writer("s", "a")
+        reader = await manager.create_resumable_reader("s")
+        assert reader is not None
+        waiting = asyncio.ensure_future(reader.__anext__())
+        await asyncio.sleep(1.5)  # three socket timeouts of silence
+        await writer.write(text("late"))
+        assert (await asyncio.wait_for(waiting, 5))[1] == 1
+        assert "lost its Redis connection" not in caplog.text
+    finally:
+        await manager.aclose()
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
