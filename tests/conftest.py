@@ -69,3 +69,13 @@ async def redis_manager(redis_url: str, key_prefix: str) -> AsyncIterator[RedisS
     manager = await _make_redis(redis_url, key_prefix)
     yield manager
     await manager.aclose()
+
+
+@pytest.fixture(scope="session")
+def chat_client():  # type: ignore[no-untyped-def]
+    """The real AI SDK chat client (Node), for the bridge conformance tests."""
+    from tests.bridge.client import ChatClient
+
+    client = ChatClient()
+    yield client
+    client.close()

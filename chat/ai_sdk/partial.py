@@ -1,0 +1,160 @@
+"""Rebuilding the in-flight content of a run from its chunks.
+
+The content is an ordered list of segments (text, reasoning, tool calls) that mirrors the parts
+a client built while watching the stream, so it can be shown as a ``-partial`` message in a
+snapshot or replayed as events at the head of a resumed stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from streams.protocol import (
+    Chunk,
+    TextDelta,
+    Thinking,
+    ToolArgStreamDelta,
+    ToolArgStreamEnd,
+    ToolArgStreamStart,
+    ToolEnd,
+    ToolInputError,
+    ToolOutputError,
+    ToolStart,
+)
+
+__all__ = ["PartialContent", "ReasoningSegment", "TextSegment", "ToolSegment", "rebuild_partial_content"]
+
+ToolState = Literal["streaming", "pending", "executing", "completed", "error"]
+
+
+@dataclass
+class TextSegment:
+    text: str = ""
+    open: bool = True
+
+
+@dataclass
+class ReasoningSegment:
+    text: str = ""
+    open: bool = True
+
+
+@dataclass
+class ToolSegment:
+    tool_call_id: str
+    tool_name: str
+    state: ToolState = "pending"
+    input: Any = None
+    input_text: str = ""  # raw argument text streamed so far (state "streaming")
+    output: Any = None
+    error: str | None = None
+    input_failed: bool = False  # the arguments were rejected: the tool never ran
+
+
+Segment = TextSegment | ReasoningSegment | ToolSegment
+
+
+@dataclass
+class PartialContent:
+    """What a run has shown so far, in order."""
+
+    agent_id: str | None = None
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.segments if isinstance(s, TextSegment))
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(s.text for s in self.segments if isinstance(s, ReasoningSegment))
+
+    @property
+    def tool_calls(self) -> list[ToolSegment]:
+        return [s for s in self.segments if isinstance(s, ToolSegment)]
+
+    def is_empty(self) -> bool:
+        return not any(s.text if not isinstance(s, ToolSegment) else True for s in self.segments)
+
+
+class _Builder:
+    def __init__(self, content: PartialContent) -> None:
+        self.content = content
+        self.tools: dict[str, ToolSegment] = {s.tool_call_id: s for s in content.tool_calls}
+
+    def _last_open(self, kind: type[TextSegment] | type[ReasoningSegment]) -> TextSegment | ReasoningSegment | None:
+        segments = self.content.segments
+        if segments and isinstance(segments[-1], kind) and segments[-1].open:
+            return segments[-1]
+        return None
+
+    def _close(self) -> None:
+        segments = self.content.segments
+        if segments and isinstance(segments[-1], (TextSegment, ReasoningSegment)):
+            segments[-1].open = False
+
+    def _tool(self, call_id: str, name: str | None) -> ToolSegment:
+        tool = self.tools.get(call_id)
+        if tool is None:
+            self._close()
+            tool = self.tools[call_id] = ToolSegment(call_id, name or "")
+            self.content.segments.append(tool)
+        return tool
+
+    def add(self, chunk: Chunk) -> None:
+        if isinstance(chunk, TextDelta):
+            segment = self._last_open(TextSegment)
+            if segment is None:
+                self._close()
+                segment = TextSegment()
+                self.content.segments.append(segment)
+            segment.text += chunk.delta
+        elif isinstance(chunk, Thinking):
+            segment = self._last_open(ReasoningSegment)
+            if segment is None:
+                if not chunk.content and chunk.is_complete:
+                    return
+                self._close()
+                segment = ReasoningSegment()
+                self.content.segments.append(segment)
+            segment.text += chunk.content
+            segment.open = not chunk.is_complete
+        elif isinstance(chunk, ToolArgStreamStart):
+            self._tool(chunk.tool_call_id, chunk.tool_name).state = "streaming"
+        elif isinstance(chunk, ToolArgStreamDelta):
+            tool = self.tools.get(chunk.tool_call_id)
+            if tool is not None and tool.state == "streaming":
+                tool.input_text += chunk.delta
+        elif isinstance(chunk, (ToolArgStreamEnd, ToolStart)):
+            tool = self._tool(chunk.tool_call_id, chunk.tool_name)
+            tool.input, tool.input_text = chunk.arguments, ""
+            if tool.state in ("streaming", "pending"):
+                tool.state = "executing" if isinstance(chunk, ToolStart) else "pending"
+        elif isinstance(chunk, ToolEnd):
+            tool = self.tools.get(chunk.tool_call_id)
+            if tool is not None:
+                tool.state = "completed" if chunk.success else "error"
+                tool.output, tool.error = chunk.result, (None if chunk.success else chunk.error or "Tool failed")
+        elif isinstance(chunk, ToolInputError):
+            tool = self._tool(chunk.tool_call_id, chunk.tool_name)
+            tool.state, tool.input, tool.error, tool.input_failed = "error", chunk.input, chunk.error, True
+        elif isinstance(chunk, ToolOutputError):
+            tool = self.tools.get(chunk.tool_call_id)
+            if tool is not None:
+                tool.state, tool.error = "error", chunk.error
+
+
+def rebuild_partial_content(chunks: Iterable[Chunk | tuple[Chunk, int]], agent_id: str | None = None) -> PartialContent:
+    """The content shown by ``chunks`` (a run's, in order), counting only the run's own agent
+    (``agent_id``, else the first chunk's); sub-agents' chunks and data events are not content."""
+    content = PartialContent(agent_id=agent_id)
+    builder = _Builder(content)
+    for item in chunks:
+        chunk = item[0] if isinstance(item, tuple) else item
+        if content.agent_id is None:
+            content.agent_id = chunk.agent_id
+        if chunk.agent_id == content.agent_id:
+            builder.add(chunk)
+    return content

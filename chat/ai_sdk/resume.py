@@ -1,0 +1,78 @@
+"""The SSE body that resumes a session's current run for an AI SDK client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from chat.ai_sdk.partial import rebuild_partial_content
+from chat.ai_sdk.replay import (
+    continue_transformer,
+    create_replay_events,
+    has_replay_content,
+    unfinished_tool_events,
+)
+from chat.ai_sdk.snapshot import run_chunks
+from chat.ai_sdk.sse import ui_message_stream
+from chat.ai_sdk.state import RunInfo
+from chat.ai_sdk.transformer import StreamTransformer, UIEvent
+from streams.backends.base import StreamManager
+
+__all__ = ["resume_run_stream"]
+
+
+async def resume_run_stream(
+    manager: StreamManager,
+    session_id: str,
+    run: RunInfo,
+    from_sequence: int | None,
+    *,
+    content_replay: bool = True,
+    transformer_options: dict[str, Any] | None = None,
+) -> AsyncIterator[bytes] | None:
+    """SSE bytes for a client resuming ``run``; ``None`` when the stream is gone or failed.
+
+    * no position (``useChat({resume: true})``): the run is replayed from its first chunk, then
+      followed live; the client rebuilds the message from the replayed ``start``;
+    * a position with content replay: ``start`` and the run's content up to the position as one
+      delta per block, then live chunks after it (pair with a snapshot taken with replay on);
+    * a position without content replay: no ``start`` (the client keeps the snapshot's
+      ``-partial`` message and adds to it or after it), the run's calls still in flight (which
+      that message leaves out), then live chunks after the position.
+    """
+    options = {"message_id": run.message_id, **(transformer_options or {})}
+    transformer = StreamTransformer(**options)
+    start = run.start_sequence
+    head: list[tuple[UIEvent, int | None]] = []
+    if from_sequence is None or from_sequence <= start:
+        position = start
+    else:
+        position = from_sequence
+        content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
+        if content_replay:
+            events, message_id, text_block, reasoning_block = create_replay_events(
+                content,
+                lambda: transformer.new_block_id("replay"),
+                lambda agent: transformer.message_id or transformer.generate_message_id(agent),
+            )
+            continue_transformer(transformer, content, message_id, text_block, reasoning_block)
+        else:
+            # The client shows the content in the snapshot's -partial message. No `start`: a
+            # 6.0.304+ client resets a message whose id `start` names (the stored steps carry the
+            # run's id) and so appends a fresh one, an older client continues the partial one.
+            # Either way the calls still in flight are re-announced where the results will land.
+            transformer.agent_id = content.agent_id
+            events = []
+            if run.step_count == 0 and not has_replay_content(content):
+                transformer._start(events, content.agent_id)  # nothing shown yet: name the message
+            transformer.started = True
+            events += unfinished_tool_events(content)
+            for event in events:
+                if event["type"] == "tool-input-start":
+                    transformer.tools_started.add(event["toolCallId"])
+            transformer.tools_known.update(tool.tool_call_id for tool in content.tool_calls)
+        head = [(event, position) for event in events]
+    reader = await manager.create_resumable_reader(session_id, position)
+    if reader is None:
+        return None
+    return ui_message_stream(reader.batches(), transformer, head=head)

@@ -1,0 +1,104 @@
+"""Snapshots: everything a page needs to render a session and resume its stream.
+
+Sequence-last: messages, state, run and checkpoint are read first and the stream position last,
+so a stream resumed from ``streamSequence`` cannot miss an event that happened while the
+snapshot was being built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chat.ai_sdk.loading import load_all_ui_messages
+from chat.ai_sdk.messages import PARTIAL_SUFFIX, convert_to_ui_messages, merge_assistant_messages
+from chat.ai_sdk.partial import rebuild_partial_content
+from chat.ai_sdk.replay import has_replay_content, partial_message
+from chat.ai_sdk.state import RunInfo, StateStore
+from streams.backends.base import StreamManager
+from streams.protocol import StepCommitted, StoredChunk, now_ms
+
+__all__ = ["SnapshotDeps", "build_snapshot", "run_chunks"]
+
+
+@dataclass(frozen=True)
+class SnapshotDeps:
+    """What snapshots read: the state store, the stream store, and whether content is replayed."""
+
+    state_store: StateStore
+    stream_manager: StreamManager
+    content_replay: bool = True
+
+
+async def run_chunks(manager: StreamManager, session_id: str, run: RunInfo, up_to: int) -> list[StoredChunk]:
+    """The chunks of ``run`` (after its start sequence) up to sequence ``up_to``."""
+    chunks = await manager.get_chunks_from_sequence(session_id, run.start_sequence)
+    return [item for item in chunks if item[1] <= up_to]
+
+
+def _uncommitted(chunks: list[StoredChunk], committed_messages: int) -> list[StoredChunk]:
+    """The chunks after the step commit that the loaded messages already include."""
+    start = 0
+    for index, (chunk, _) in enumerate(chunks):
+        if isinstance(chunk, StepCommitted) and chunk.message_count <= committed_messages:
+            start = index + 1
+    return chunks[start:]
+
+
+async def build_snapshot(
+    deps: SnapshotDeps, session_id: str, include_partial_content: bool | None = None
+) -> dict[str, Any] | None:
+    """The session's snapshot, or ``None`` for an unknown session.
+
+    Keys: ``messages`` (merged UI messages), ``state``, ``streamSequence`` (resume from here),
+    ``startSequence`` (the current run's first chunk follows it), ``status`` (of the stream:
+    ``active``, ``paused``, ``ended``, ``failed``), ``checkpointId``, ``existingMessageId`` (the
+    in-flight response's message id) and ``timestamp``.
+
+    While a run is in flight its content is either replayed by the resumed stream (content replay
+    on: the messages then end before the run's output, so nothing is shown twice) or included as
+    a ``-partial`` assistant message (replay off, or a paused run, or ``include_partial_content``).
+    """
+    store = deps.state_store
+    if not await store.session_exists(session_id):
+        return None
+    state = await store.get_state(session_id)
+    run = await store.get_current_run(session_id)
+    checkpoint = await store.get_checkpoint(session_id)
+    page = await store.get_messages(session_id)
+    info = await deps.stream_manager.get_stream_info(session_id)  # sequence last
+    status = info.status if info is not None else "ended"
+    sequence = info.latest_sequence if info is not None else 0
+
+    in_flight = run is not None and run.is_active and status in ("active", "paused")
+    include_partial = include_partial_content
+    if include_partial is None:
+        include_partial = not deps.content_replay or status == "paused"
+    existing_message_id: str | None = None
+    if run is not None and in_flight:
+        existing_message_id = run.message_id
+        if include_partial:
+            messages = convert_to_ui_messages(page.messages)
+            chunks = _uncommitted(await run_chunks(deps.stream_manager, session_id, run, sequence), page.total)
+            content = rebuild_partial_content(chunks)
+            if has_replay_content(content):
+                # A paused run shows its pending calls; an active one leaves calls in flight to
+                # the resumed stream, which re-announces them.
+                message_id = f"{run.message_id or run.run_id}{PARTIAL_SUFFIX}"
+                messages.append(partial_message(content, message_id, unfinished_tools=status == "paused"))
+        else:
+            messages = convert_to_ui_messages(page.messages[: run.message_offset])
+    else:
+        messages = (
+            await load_all_ui_messages(store, session_id) if page.has_more else convert_to_ui_messages(page.messages)
+        )
+    return {
+        "messages": merge_assistant_messages(messages),
+        "state": state,
+        "streamSequence": sequence,
+        "startSequence": run.start_sequence if run is not None else 0,
+        "status": status,
+        "checkpointId": checkpoint.checkpoint_id if checkpoint is not None else None,
+        "existingMessageId": existing_message_id,
+        "timestamp": now_ms(),
+    }
