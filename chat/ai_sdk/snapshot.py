@@ -36,13 +36,18 @@ async def run_chunks(manager: StreamManager, session_id: str, run: RunInfo, up_t
     return [item for item in chunks if item[1] <= up_to]
 
 
-def _uncommitted(chunks: list[StoredChunk], committed_messages: int) -> list[StoredChunk]:
-    """The chunks after the step commit that the loaded messages already include."""
-    start = 0
+def _uncommitted(chunks: list[StoredChunk], loaded_messages: int, run: RunInfo) -> list[StoredChunk]:
+    """The chunks of steps the loaded messages do not include yet.
+
+    A step is committed to the database before its ``step_committed`` chunk is written; when the
+    loaded messages hold more than the last visible commit says, the in-flight step has just been
+    committed and nothing after that commit is partial any more.
+    """
+    committed, start = run.message_offset, 0
     for index, (chunk, _) in enumerate(chunks):
-        if isinstance(chunk, StepCommitted) and chunk.message_count <= committed_messages:
-            start = index + 1
-    return chunks[start:]
+        if isinstance(chunk, StepCommitted):
+            committed, start = chunk.message_count, index + 1
+    return [] if loaded_messages > committed else chunks[start:]
 
 
 async def build_snapshot(
@@ -79,7 +84,7 @@ async def build_snapshot(
         existing_message_id = run.message_id
         if include_partial:
             messages = convert_to_ui_messages(page.messages)
-            chunks = _uncommitted(await run_chunks(deps.stream_manager, session_id, run, sequence), page.total)
+            chunks = _uncommitted(await run_chunks(deps.stream_manager, session_id, run, sequence), page.total, run)
             content = rebuild_partial_content(chunks)
             if has_replay_content(content):
                 # A paused run shows its pending calls; an active one leaves calls in flight to

@@ -1,0 +1,120 @@
+"""Snapshots: unknown sessions, multi-turn start sequences, partial content with and without replay."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.ai_sdk.partial import rebuild_partial_content
+from chat.ai_sdk.replay import create_replay_events, has_replay_content
+from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
+from chat.ai_sdk.state import CheckpointInfo, InMemoryStateStore
+from streams.backends import InMemoryStreamManager
+from streams.protocol import TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamStart, ToolStart
+from tests.bridge.runs import RunSpec, StepSpec, ToolSpec
+from tests.bridge.scenario import SESSION, Scenario
+
+SPEC = RunSpec(
+    steps=[
+        StepSpec(text=["Checking ", "now."], tools=[ToolSpec("c1", "search", {"q": 1}, {"hits": 2})]),
+        StepSpec(reasoning=["Got it."], text=["Two ", "hits."]),
+    ]
+)
+PREVIOUS = RunSpec(steps=[StepSpec(text=["Hello."])], agent_id="run-0", message_id="msg-run-0")
+
+
+async def test_unknown_session_has_no_snapshot() -> None:
+    deps = SnapshotDeps(InMemoryStateStore(), InMemoryStreamManager())
+    assert await build_snapshot(deps, "nope") is None
+
+
+async def test_a_finished_session() -> None:
+    scenario = await Scenario.create(SPEC, PREVIOUS)
+    await scenario.finish()
+    scenario.store.set_state(SESSION, {"notes": ["a"]})
+    scenario.store.set_checkpoint(SESSION, CheckpointInfo("cp-2", 2, 5, 20))
+    snapshot = await scenario.snapshot()
+    info = await scenario.manager.get_stream_info(SESSION)
+    assert info is not None
+    assert snapshot["status"] == "ended"
+    assert snapshot["streamSequence"] == info.latest_sequence
+    assert snapshot["startSequence"] == scenario.start_sequence > 0  # the earlier turn's chunks come first
+    assert snapshot["checkpointId"] == "cp-2" and snapshot["state"] == {"notes": ["a"]}
+    assert snapshot["existingMessageId"] is None
+    assert [m["id"] for m in snapshot["messages"]] == ["u0", "msg-run-0", "u1", "msg-run-1"]
+    assert snapshot["messages"][-1]["parts"][-1] == {"type": "text", "text": "Two hits.", "state": "done"}
+
+
+async def test_in_flight_with_content_replay_leaves_the_run_out() -> None:
+    scenario = await Scenario.create(SPEC, PREVIOUS)
+    await scenario.advance(len(scenario.run.chunks) - 3)  # step 1 committed, step 2 streaming
+    snapshot = await scenario.snapshot(content_replay=True)
+    assert snapshot["status"] == "active"
+    assert [m["id"] for m in snapshot["messages"]] == ["u0", "msg-run-0", "u1"]
+    assert snapshot["existingMessageId"] == "msg-run-1"
+
+
+async def test_in_flight_without_replay_adds_a_partial_message() -> None:
+    scenario = await Scenario.create(SPEC, PREVIOUS)
+    await scenario.advance(len(scenario.run.chunks) - 3)
+    snapshot = await scenario.snapshot(content_replay=False)
+    assert [m["id"] for m in snapshot["messages"]] == ["u0", "msg-run-0", "u1", "msg-run-1-partial"]
+    parts = snapshot["messages"][-1]["parts"]
+    assert [p["type"] for p in parts] == ["text", "dynamic-tool", "reasoning", "text"]
+    assert parts[-1] == {"type": "text", "text": "Two ", "state": "streaming"}  # "hits." is not written yet
+    forced = await build_snapshot(scenario.deps(content_replay=True), SESSION, include_partial_content=True)
+    assert forced is not None and forced["messages"][-1]["id"] == "msg-run-1-partial"
+
+
+@pytest.mark.parametrize("commit_early", [False, True])
+async def test_a_step_committed_before_its_chunk_is_not_shown_twice(commit_early: bool) -> None:
+    scenario = await Scenario.create(SPEC)
+    step_end = scenario.run.steps[0][1]
+    await scenario.advance(step_end, commit_early=commit_early)
+    snapshot = await scenario.snapshot(content_replay=False)
+    text = "".join(p.get("text", "") for m in snapshot["messages"] if m["role"] == "assistant" for p in m["parts"])
+    assert text == "Checking now."
+
+
+async def test_paused_runs_show_their_pending_calls() -> None:
+    scenario = await Scenario.create(SPEC)
+    tool_start = next(i for i, c in enumerate(scenario.run.chunks) if isinstance(c, ToolStart))
+    await scenario.advance(tool_start + 1)
+    await scenario.manager.pause_stream(SESSION)
+    snapshot = await scenario.snapshot(content_replay=True)
+    assert snapshot["status"] == "paused"
+    assert snapshot["messages"][-1]["parts"][-1]["state"] == "input-available"
+
+
+def test_partial_content_and_replay_events() -> None:
+    a = "run-1"
+    chunks = [
+        Thinking(agent_id=a, timestamp=1, content="hmm", is_complete=True),
+        TextDelta(agent_id=a, timestamp=1, delta="Hel"),
+        TextDelta(agent_id="sub", timestamp=1, delta="ignored"),
+        TextDelta(agent_id=a, timestamp=1, delta="lo"),
+        ToolArgStreamStart(agent_id=a, timestamp=1, tool_call_id="c1", tool_name="search"),
+        ToolArgStreamDelta(agent_id=a, timestamp=1, tool_call_id="c1", delta='{"q"'),
+    ]
+    content = rebuild_partial_content(chunks)
+    assert (content.text, content.reasoning, content.agent_id) == ("Hello", "hmm", "run-1")
+    assert [(t.tool_call_id, t.state, t.input_text) for t in content.tool_calls] == [("c1", "streaming", '{"q"')]
+    assert has_replay_content(content) and not has_replay_content(rebuild_partial_content([]))
+    blocks = iter(["b1", "b2"])
+    events, message_id, text_block, reasoning_block = create_replay_events(
+        content, lambda: next(blocks), lambda agent: f"m-{agent}"
+    )
+    assert (message_id, text_block, reasoning_block) == ("m-run-1", None, None)
+    assert events == [
+        {"type": "start", "messageId": "m-run-1"},
+        {"type": "reasoning-start", "id": "b1"},
+        {"type": "reasoning-delta", "id": "b1", "delta": "hmm"},
+        {"type": "reasoning-end", "id": "b1"},
+        {"type": "text-start", "id": "b2"},
+        {"type": "text-delta", "id": "b2", "delta": "Hello"},
+        {"type": "text-end", "id": "b2"},
+        {"type": "tool-input-start", "toolCallId": "c1", "dynamic": True, "toolName": "search"},
+        {"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": '{"q"'},
+    ]
+    open_text = rebuild_partial_content(chunks[:4])
+    _, _, text_block, _ = create_replay_events(open_text, lambda: "blk", lambda agent: "m")
+    assert text_block == "blk"  # left open: live deltas continue it
