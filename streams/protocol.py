@@ -14,6 +14,7 @@ naming the bad field.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import time
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeGuard
@@ -21,6 +22,8 @@ from typing import Any, Literal, NamedTuple, TypeAlias, TypeGuard
 import msgspec
 
 from streams.exceptions import ChunkValidationError
+
+_logger = logging.getLogger("streams.protocol")
 
 __all__ = [
     "CHUNK_TYPES",
@@ -55,6 +58,7 @@ __all__ = [
     "ToolInputError",
     "ToolOutputError",
     "ToolStart",
+    "UnknownChunk",
     "decode_chunks",
     "dump_chunk",
     "encode_chunk",
@@ -411,14 +415,49 @@ def encode_chunk(obj: Chunk | dict[str, Any]) -> tuple[Chunk, bytes]:
         raise _validation_error(exc) from None
 
 
+class UnknownChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored chunk this version cannot decode, such as a type added by a newer producer.
+
+    Readers hand it on in its place (sequences stay aligned); consumers skip it.
+    """
+
+    type: str
+    agent_id: str = ""
+    raw: bytes = b""
+
+
+def _unknown(payload: bytes) -> UnknownChunk:
+    try:
+        data = msgspec.json.decode(payload)
+    except msgspec.DecodeError:
+        data = None
+    if not isinstance(data, dict):
+        return UnknownChunk(type="?", raw=payload)
+    return UnknownChunk(type=str(data.get("type", "?")), agent_id=str(data.get("agentId", "")), raw=payload)
+
+
 def decode_chunks(payloads: list[bytes]) -> list[Chunk]:
-    """Decode many stored chunk payloads in one pass (they were validated when written)."""
+    """Decode many stored chunk payloads in one pass (they were validated when written).
+
+    A payload this version cannot decode becomes an :class:`UnknownChunk` in its place, with a
+    log line, instead of failing the whole page.
+    """
     if not payloads:
         return []
     try:
-        return _chunk_list_decoder.decode(b"[" + b",".join(payloads) + b"]")
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise _validation_error(exc) from None
+        chunks: list[Chunk] = _chunk_list_decoder.decode(b"[" + b",".join(payloads) + b"]")
+        return chunks
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    decoded: list[Any] = []
+    for payload in payloads:
+        try:
+            decoded.append(_chunk_decoder.decode(payload))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            unknown = _unknown(payload)
+            _logger.warning("skipping a stored chunk of unknown type %r", unknown.type)
+            decoded.append(unknown)
+    return decoded
 
 
 def dump_chunk(chunk: Chunk) -> dict[str, Any]:

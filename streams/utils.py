@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable
 from typing import Any, TypeVar
 
-from streams.protocol import Chunk, TextDelta
+from streams.protocol import Chunk, TextDelta, UnknownChunk
 
 __all__ = [
     "collect_all",
@@ -33,7 +33,8 @@ def _chunk_of(item: Any) -> Chunk:
 
 
 def _type_of(item: Any) -> str:
-    return _chunk_of(item).__struct_config__.tag  # type: ignore[return-value]
+    chunk: Any = _chunk_of(item)
+    return chunk.type if isinstance(chunk, UnknownChunk) else chunk.__struct_config__.tag  # type: ignore[no-any-return]
 
 
 async def filter_with(stream: AsyncIterable[T], predicate: Callable[[Chunk], bool]) -> AsyncIterator[T]:

@@ -50,6 +50,7 @@ from streams.protocol import (
     ToolInputError,
     ToolOutputError,
     ToolStart,
+    UnknownChunk,
     dump_chunk,
 )
 
@@ -172,6 +173,9 @@ class StreamTransformer:
     def transform(self, chunk: Chunk, sequence: int | None = None) -> tuple[list[UIEvent], int | None]:
         """The events for one chunk (possibly none) and the chunk's sequence, passed through."""
         if self.finished or (self.chunk_filter is not None and not self.chunk_filter(chunk)):
+            return [], sequence
+        if isinstance(chunk, UnknownChunk):
+            self.logger.warning("skipping chunk of unknown type %r", chunk.type)
             return [], sequence
         events: list[UIEvent] = []
         if self.agent_id is None:

@@ -8,8 +8,10 @@ import socket
 import pytest
 import redis
 
+from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import RedisStreamManager
 from streams.exceptions import StreamUnavailableError
+from streams.protocol import UnknownChunk
 from tests.streams.helpers import text, texts
 
 
@@ -176,3 +178,25 @@ async def test_a_reader_gives_up_with_a_typed_error_when_redis_stays_away(
             await asyncio.wait_for(reader.__anext__(), 10)
     finally:
         await manager.aclose()
+
+
+async def test_a_chunk_of_an_unknown_type_is_skipped_not_fatal(
+    redis_manager: RedisStreamManager, redis_client: redis.Redis, key_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = await redis_manager.create_writer("s", "a")
+    await writer.write(text("before"))
+    # A newer producer wrote a type this version does not know.
+    redis_client.xadd(f"{key_prefix}{{s}}:c", {"c": b'{"type":"hologram","agentId":"a","timestamp":1}'}, id="2-0")
+    redis_client.hset(f"{key_prefix}{{s}}:m", "seq", 2)
+    await writer.write(text("after"))
+    await redis_manager.end_stream("s")
+    reader = await redis_manager.create_resumable_reader("s")
+    assert reader is not None
+    items = [item async for item in reader]
+    assert [sequence for _, sequence in items] == [1, 2, 3]
+    unknown = items[1][0]
+    assert isinstance(unknown, UnknownChunk) and unknown.type == "hologram" and unknown.agent_id == "a"
+    assert "unknown type 'hologram'" in caplog.text
+    transformer = StreamTransformer(message_id="m")
+    events = [event for chunk, sequence in items for event in transformer.transform(chunk, sequence)[0]]
+    assert [e["type"] for e in events] == ["start", "text-start", "text-delta", "text-delta"]
