@@ -1,0 +1,222 @@
+"""The Django state store: the bridge's :class:`StateStore` and the runtime's :class:`RunRecorder`
+on the chat models. Database work runs in a thread (``sync_to_async``) inside transactions."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore
+from chat.models import Checkpoint, Message, Run, Session
+from streams.messages import StoredMessage
+from workers.runtime.persistence import RunConflictError, RunOutcome, RunRecorder, SessionSnapshot, UnknownSessionError
+
+__all__ = ["DjangoStateStore"]
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _run_info(run: Run) -> RunInfo:
+    return RunInfo(
+        run_id=str(run.id),
+        status=run.status,  # type: ignore[arg-type]
+        start_sequence=run.start_sequence,
+        step_count=run.step_count,
+        message_id=run.message_id or None,
+        message_offset=run.message_offset,
+    )
+
+
+_SESSION_STATUS = {
+    "completed": Session.Status.IDLE,
+    "interrupted": Session.Status.IDLE,
+    "failed": Session.Status.FAILED,
+    "paused": Session.Status.PAUSED,
+}
+
+
+class DjangoStateStore(StateStore, RunRecorder):
+    """Sessions, runs, messages and checkpoints in the database."""
+
+    # -- StateStore (read by the bridge) ----------------------------------------------------------
+
+    async def session_exists(self, session_id: str) -> bool:
+        key = _uuid(session_id)
+        return key is not None and await Session.objects.filter(pk=key).aexists()
+
+    async def get_messages(self, session_id: str, offset: int = 0, limit: int | None = None) -> MessagePage:
+        key = _uuid(session_id)
+        if key is None:
+            return MessagePage([], False, 0)
+        query = Message.objects.for_session(key)
+        total = await query.acount()
+        end = total if limit is None else offset + limit
+        rows = [message.to_stored() async for message in query[offset:end]]
+        return MessagePage(rows, end < total, total)
+
+    async def get_state(self, session_id: str) -> dict[str, Any]:
+        key = _uuid(session_id)
+        session = await Session.objects.filter(pk=key).only("state").afirst() if key else None
+        return dict(session.state) if session else {}
+
+    async def get_current_run(self, session_id: str) -> RunInfo | None:
+        key = _uuid(session_id)
+        run = await Run.objects.for_session(key).latest_first().afirst() if key else None
+        return _run_info(run) if run else None
+
+    async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
+        key = _uuid(session_id)
+        run = await Run.objects.for_session(key).latest_first().afirst() if key else None
+        if run is None:
+            return None
+        checkpoint = await Checkpoint.objects.filter(run=run).order_by("-step").afirst()
+        if checkpoint is None:
+            return None
+        return CheckpointInfo(str(checkpoint.id), checkpoint.step, checkpoint.message_count, checkpoint.stream_sequence)
+
+    # -- RunRecorder (written by executors and the runtime) -------------------------------------
+
+    async def start_run(
+        self,
+        session_id: str,
+        agent: str,
+        *,
+        user_message: StoredMessage | None,
+        messages: list[StoredMessage] | None = None,
+        state: dict[str, Any] | None = None,
+        start_sequence: int,
+        message_id: str,
+        owner_id: int | None = None,
+    ) -> str:
+        key = _uuid(session_id)
+        if key is None:
+            raise UnknownSessionError(f"Invalid session id {session_id!r}")
+        try:
+            return await sync_to_async(self._start_run)(
+                key, agent, user_message, messages, state, start_sequence, message_id, owner_id
+            )
+        except IntegrityError:  # another request started a run between our check and insert
+            raise RunConflictError(f"Session {session_id} already has a run in flight") from None
+
+    @transaction.atomic
+    def _start_run(
+        self,
+        key: uuid.UUID,
+        agent: str,
+        user_message: StoredMessage | None,
+        messages: list[StoredMessage] | None,
+        state: dict[str, Any] | None,
+        start_sequence: int,
+        message_id: str,
+        owner_id: int | None,
+    ) -> str:
+        session, _ = Session.objects.select_for_update().get_or_create(
+            pk=key, defaults={"agent": agent, "owner_id": owner_id}
+        )
+        if Run.objects.for_session(session.pk).active().exists():
+            raise RunConflictError(f"Session {key} already has a run in flight")
+        if messages is not None:  # override semantics: the given history replaces the stored one
+            Message.objects.filter(session=session).delete()
+            Message.objects.bulk_create(
+                [Message.from_stored(m, session=session, position=i) for i, m in enumerate(messages)]
+            )
+        if state is not None:
+            session.state = state
+        position = Message.objects.filter(session=session).count()
+        if user_message is not None:
+            Message.from_stored(user_message, session=session, position=position).save()
+            position += 1
+            if not session.title:
+                session.title = user_message.content[:80]
+        run = Run.objects.create(
+            session=session,
+            agent=agent,
+            start_sequence=start_sequence,
+            message_id=message_id,
+            message_offset=position,
+            input={"message": user_message.content} if user_message else {},
+        )
+        session.agent = agent
+        session.status = Session.Status.RUNNING
+        session.save()
+        return str(run.id)
+
+    async def load_session(self, session_id: str) -> SessionSnapshot:
+        key = _uuid(session_id)
+        session = await Session.objects.filter(pk=key).afirst() if key else None
+        if session is None:
+            raise UnknownSessionError(f"Session {session_id} not found")
+        messages = [m.to_stored() async for m in Message.objects.for_session(key)]
+        return SessionSnapshot(str(session.pk), session.agent, messages, dict(session.state))
+
+    async def mark_running(self, run_id: str, *, worker: str = "") -> None:
+        now = timezone.now()
+        await Run.objects.filter(pk=run_id).aupdate(status=Run.Status.RUNNING, started_at=now, worker=worker)
+
+    async def commit_step(
+        self, run_id: str, step: int, messages: list[StoredMessage], state: dict[str, Any], stream_sequence: int
+    ) -> tuple[str, int]:
+        return await sync_to_async(self._commit_step)(run_id, step, messages, state, stream_sequence)
+
+    @transaction.atomic
+    def _commit_step(
+        self, run_id: str, step: int, messages: list[StoredMessage], state: dict[str, Any], stream_sequence: int
+    ) -> tuple[str, int]:
+        run = Run.objects.select_for_update().select_related("session").get(pk=run_id)
+        session = run.session
+        position = Message.objects.filter(session=session).count()
+        Message.objects.bulk_create(
+            [Message.from_stored(m, session=session, run=run, position=position + i) for i, m in enumerate(messages)]
+        )
+        count = position + len(messages)
+        session.state = state
+        session.save(update_fields=["state", "updated_at"])
+        run.step_count = step
+        run.save(update_fields=["step_count"])
+        checkpoint = Checkpoint.objects.create(
+            run=run, session=session, step=step, state=state, message_count=count, stream_sequence=stream_sequence
+        )
+        return str(checkpoint.id), count
+
+    async def finish_run(self, run_id: str, outcome: RunOutcome) -> None:
+        await sync_to_async(self._finish_run)(run_id, outcome)
+
+    @transaction.atomic
+    def _finish_run(self, run_id: str, outcome: RunOutcome) -> None:
+        run = Run.objects.select_for_update().select_related("session").get(pk=run_id)
+        run.status = outcome.status
+        run.output = outcome.output
+        run.error_code = outcome.error_code
+        run.error_message = outcome.error_message
+        run.usage = outcome.usage
+        if outcome.status != Run.Status.PAUSED:
+            run.finished_at = timezone.now()
+        run.save()
+        session = run.session
+        session.status = _SESSION_STATUS.get(outcome.status, Session.Status.IDLE)
+        session.save(update_fields=["status", "updated_at"])
+
+    async def run_status(self, run_id: str) -> str:
+        run = await Run.objects.filter(pk=run_id).only("status").afirst()
+        return run.status if run else "failed"
+
+    async def request_stop(self, session_id: str) -> bool:
+        """Mark the session's active run interrupted; its runtime stops at the next safe point."""
+        key = _uuid(session_id)
+        if key is None:
+            return False
+        updated = (
+            await Run.objects.for_session(key)
+            .filter(status__in=["queued", "running"])
+            .aupdate(status=Run.Status.INTERRUPTED, finished_at=timezone.now())
+        )
+        return updated > 0

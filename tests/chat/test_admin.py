@@ -1,0 +1,71 @@
+"""The admin: staff only, readable sessions with their stream timeline."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from chat.store import DjangoStateStore
+from streams.backends import get_stream_manager
+from streams.messages import StoredMessage, ToolCall
+from workers.runtime.persistence import RunOutcome
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def session_id() -> str:
+    store = DjangoStateStore()
+    session_id = str(uuid.uuid4())
+
+    async def build() -> None:
+        run_id = await store.start_run(
+            session_id,
+            "tools",
+            user_message=StoredMessage(role="user", content="Add 2 and 2"),
+            start_sequence=0,
+            message_id="m1",
+        )
+        writer = await get_stream_manager().create_writer(session_id, run_id, "tools")
+        await writer.write({"type": "text_delta", "delta": "Computing <sum>"})
+        await writer.write({"type": "tool_start", "toolCallId": "c1", "toolName": "calculator", "arguments": {"a": 2}})
+        step = [
+            StoredMessage(
+                role="assistant",
+                id="m1",
+                content="Computing <sum>",
+                tool_calls=[ToolCall(id="c1", name="calculator", arguments={"a": 2})],
+            ),
+            StoredMessage(role="tool", tool_call_id="c1", content="4"),
+        ]
+        await store.commit_step(run_id, 1, step, {"sum": 4}, 2)
+        await store.finish_run(run_id, RunOutcome("completed"))
+        await get_stream_manager().end_stream(session_id)
+
+    async_to_sync(build)()
+    return session_id
+
+
+def test_admin_is_staff_only(client: Client, session_id: str) -> None:
+    url = reverse("admin:chat_session_changelist")
+    assert client.get(url).status_code == 302
+    User.objects.create_user("alice", password="pw-not-staff")
+    client.login(username="alice", password="pw-not-staff")
+    assert client.get(url).status_code == 302
+
+
+def test_session_pages_render_messages_and_the_timeline(admin_client: Client, session_id: str) -> None:
+    listing = admin_client.get(reverse("admin:chat_session_changelist"), {"status": "idle", "agent": "tools"})
+    assert listing.status_code == 200 and session_id[:8] in listing.content.decode()
+    page = admin_client.get(reverse("admin:chat_session_change", args=[session_id])).content.decode()
+    assert "calculator" in page and "Computing &lt;sum&gt;" in page  # rendered, and escaped
+    assert "Stream timeline" in page and "tool_start" in page and "status <b>ended</b>, 2 chunks" in page
+    for name in ("run", "message", "checkpoint"):
+        assert admin_client.get(reverse(f"admin:chat_{name}_changelist")).status_code == 200
+    search = admin_client.get(reverse("admin:chat_message_changelist"), {"q": "Add 2"})
+    assert "Add 2 and 2" in search.content.decode()
