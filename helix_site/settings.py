@@ -67,6 +67,16 @@ DATABASES = {
         env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'helix.sqlite3'}"), conn_max_age=60
     ),
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web processes and workers share the file: WAL lets readers go on while one writes, and
+    # IMMEDIATE transactions queue writers instead of failing them.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # Tests share their database with worker processes, so it is a file, not memory.
+    DATABASES["default"]["TEST"] = {"NAME": env_str("HELIX_TEST_DATABASE", str(BASE_DIR / "helix-test.sqlite3"))}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -100,7 +110,14 @@ HELIX = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_DEFAULT_QUEUE = env_str("HELIX_CELERY_QUEUE", "helix")
+# Runs wait on I/O: a thread per task, all runs of the process on one shared event loop
+# (workers.loop). `celery -A helix_site worker` then holds this many runs at once.
+CELERY_WORKER_POOL = env_str("HELIX_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = int(env_str("HELIX_WORKER_CONCURRENCY", "100"))
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+HELIX_RUN_SOFT_TIME_LIMIT = int(env_str("HELIX_RUN_TIME_LIMIT", "1800"))
 
 LOGGING = {
     "version": 1,

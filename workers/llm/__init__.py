@@ -1,0 +1,1 @@
+"""LLM adapters behind one small interface (``workers.llm.base``)."""
