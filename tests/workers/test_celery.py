@@ -1,0 +1,124 @@
+"""The demo agents on a real Celery worker process, against the test Redis and database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chat.models import Checkpoint, Run
+from chat.store import DjangoStateStore
+from helix_site.celery import app as celery_app
+from streams.backends import RedisStreamManager
+from tests.bridge.client import ChatClient
+from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
+from workers.executors import CeleryExecutor
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
+    """A `celery -A helix_site worker` process on its own queue."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        database = connection.settings_dict["NAME"]
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "helix_site.settings",
+        "REDIS_URL": redis_url,
+        "HELIX_STREAM_BACKEND": "redis",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "HELIX_CELERY_QUEUE": queue,
+        "HELIX_SCRIPTED_DELAY_MS": "0",
+        "HELIX_WORKER_CONCURRENCY": "20",
+    }
+    log_path = Path(tempfile.mkdtemp(prefix="helix-celery-")) / "worker.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "helix_site",
+            "worker",
+            "--loglevel=INFO",
+            "-n",
+            f"{queue}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while "ready." not in log_path.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    previous = celery_app.conf.broker_url
+    celery_app.conf.broker_url = redis_url
+    yield {"queue": queue, "log": str(log_path)}
+    celery_app.conf.broker_url = previous
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.mark.parametrize(
+    ("agent", "question"), [("tools", "What is 6 times 7?"), ("research", "How do streams resume?")]
+)
+async def test_runs_on_a_real_worker(
+    celery_worker: dict[str, str], redis_url: str, chat_client: ChatClient, agent: str, question: str
+) -> None:
+    streams = RedisStreamManager(redis_url)
+    store = DjangoStateStore()
+    try:
+        handle = await CeleryExecutor(store, streams, queue=celery_worker["queue"]).execute(agent, question)
+        outcome = await handle.result(timeout=60)
+        assert outcome.status == "completed", Path(celery_worker["log"]).read_text()[-3000:]
+        run = await Run.objects.aget(pk=handle.run_id)
+        assert run.status == "completed" and run.started_at and run.finished_at and run.worker == ""
+        assert await Checkpoint.objects.filter(run=run).acount() == run.step_count >= 2
+        info = await streams.get_stream_info(handle.session_id)
+        assert info is not None and info.status == "ended"
+        body = await live_body(streams, handle.session_id, handle.start_sequence, handle.message_id)
+        assert_live_equals_stored(chat_client, body, await stored_reply(store, streams, handle.session_id), question)
+    finally:
+        await streams.aclose()
+
+
+async def test_a_run_already_taken_is_not_executed_twice(celery_worker: dict[str, str], redis_url: str) -> None:
+    streams = RedisStreamManager(redis_url)
+    try:
+        handle = await CeleryExecutor(DjangoStateStore(), streams, queue=celery_worker["queue"]).execute("chat", "Hi")
+        await handle.result(timeout=60)
+        steps = (await Run.objects.aget(pk=handle.run_id)).step_count
+        result = celery_app.send_task("helix.run_agent", args=[handle.run_id], queue=celery_worker["queue"])
+        done = f"Task helix.run_agent[{result.id}] succeeded"
+        deadline = time.monotonic() + 20
+        while done not in Path(celery_worker["log"]).read_text():
+            assert time.monotonic() < deadline, "the redelivered task never finished"
+            time.sleep(0.1)
+        log = Path(celery_worker["log"]).read_text()
+        assert f"{done}" in log and "'completed'" in log.split(done, 1)[1].splitlines()[0]
+        assert (await Run.objects.aget(pk=handle.run_id)).step_count == steps
+    finally:
+        await streams.aclose()
