@@ -22,6 +22,7 @@ from pydantic_core import to_jsonable_python
 from streams.backends.base import StreamManager, StreamWriter
 from streams.exceptions import HelixError
 from streams.messages import StoredMessage, ToolCall
+from streams.protocol import TextDelta, Thinking, now_ms
 from workers.llm.base import LLMError, ReasoningDelta, TextPiece, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
 from workers.runtime.agents import Agent, Tool
 from workers.runtime.context import StatePatchError, ToolContext, diff_state
@@ -234,14 +235,18 @@ class RunLoop:
             if isinstance(event, ReasoningDelta):
                 reasoning.append(event.text)
                 reasoning_open = True
-                await self.write({"type": "thinking", "content": event.text})
+                await self.writer.write(
+                    Thinking(agent_id=self.agent_id, agent_type=self.agent.name, timestamp=now_ms(), content=event.text)
+                )
                 continue
             if reasoning_open:
                 reasoning_open = False
                 await self.write({"type": "thinking", "content": "", "isComplete": True})
-            if isinstance(event, TextPiece):
+            if isinstance(event, TextPiece):  # the hot path: a typed chunk, no dict to fill in
                 text.append(event.text)
-                await self.write({"type": "text_delta", "delta": event.text})
+                await self.writer.write(
+                    TextDelta(agent_id=self.agent_id, agent_type=self.agent.name, timestamp=now_ms(), delta=event.text)
+                )
             elif isinstance(event, ToolCallStart):
                 streamed.add(event.call_id)
                 await self.write({"type": "tool_arg_stream_start", "toolCallId": event.call_id, "toolName": event.name})
