@@ -184,12 +184,10 @@ def main() -> None:
     worst = max(many)
     print("\n| measure | value | target |\n|---|---|---|")
     print(f"| chat run alone, 20 ms tokens (queued → finished, median of 3) | {solo:.2f} s | |")
-    print(
-        f"| {args.runs} concurrent runs on one worker: median duration | {statistics.median(many):.2f} s ({statistics.median(many) / solo:.2f}× solo) | |"
-    )
-    print(
-        f"| {args.runs} concurrent runs on one worker: slowest run | {worst:.2f} s ({worst / solo:.2f}× solo) | <= 1.5× |"
-    )
+    median = statistics.median(many)
+    label = f"{args.runs} concurrent runs on one worker"
+    print(f"| {label}: median duration | {median:.2f} s ({median / solo:.2f}x solo) | |")
+    print(f"| {label}: slowest run | {worst:.2f} s ({worst / solo:.2f}x solo) | <= 1.5x |")
 
 
 if __name__ == "__main__":
