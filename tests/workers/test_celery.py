@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from chat.models import Checkpoint, Run
 from chat.store import DjangoStateStore
 from helix_site.celery import app as celery_app
 from streams.backends import RedisStreamManager
+from streams.protocol import RunInterrupted
 from tests.bridge.client import ChatClient
 from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
 from workers.executors import CeleryExecutor
@@ -40,7 +42,7 @@ def celery_worker(django_db_setup, django_db_blocker, redis_url: str) -> Iterato
         "HELIX_STREAM_BACKEND": "redis",
         "DATABASE_URL": f"sqlite:///{database}",
         "HELIX_CELERY_QUEUE": queue,
-        "HELIX_SCRIPTED_DELAY_MS": "0",
+        "HELIX_SCRIPTED_DELAY_MS": "3",
         "HELIX_WORKER_CONCURRENCY": "20",
     }
     log_path = Path(tempfile.mkdtemp(prefix="helix-celery-")) / "worker.log"
@@ -120,5 +122,31 @@ async def test_a_run_already_taken_is_not_executed_twice(celery_worker: dict[str
         log = Path(celery_worker["log"]).read_text()
         assert f"{done}" in log and "'completed'" in log.split(done, 1)[1].splitlines()[0]
         assert (await Run.objects.aget(pk=handle.run_id)).step_count == steps
+    finally:
+        await streams.aclose()
+
+
+async def test_a_stop_request_interrupts_a_run_on_the_worker(celery_worker: dict[str, str], redis_url: str) -> None:
+    streams = RedisStreamManager(redis_url)
+    store = DjangoStateStore()
+    try:
+        handle = await CeleryExecutor(store, streams, queue=celery_worker["queue"]).execute(
+            "research", "A long question"
+        )
+        deadline = time.monotonic() + 20
+        while (await Run.objects.aget(pk=handle.run_id)).status != "running":
+            assert time.monotonic() < deadline, "the run never started"
+            await asyncio.sleep(0.02)
+        assert await store.request_stop(handle.session_id)
+        outcome = await handle.result(timeout=30)
+        assert outcome.status == "interrupted"
+        info = await streams.get_stream_info(handle.session_id)
+        deadline = time.monotonic() + 10
+        while info is not None and info.status == "active" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            info = await streams.get_stream_info(handle.session_id)
+        chunks = [chunk for chunk, _ in await streams.get_all_chunks(handle.session_id)]
+        assert isinstance(chunks[-1], RunInterrupted)
+        assert info is not None and info.status == "ended"
     finally:
         await streams.aclose()
