@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.signals import setting_changed
 
+from chat.chat_request import Limits
+from chat.handler import FrontendHandler, create_frontend_handler
 from chat.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from workers.executors import CeleryExecutor, Executor, InProcessExecutor
 
-__all__ = ["get_executor"]
+__all__ = ["get_executor", "get_handler"]
 
 _executors: dict[str, Executor] = {}
+_handlers: dict[str, FrontendHandler] = {}
 
 
 def get_executor() -> Executor:
@@ -26,3 +30,31 @@ def get_executor() -> Executor:
             executor = InProcessExecutor(store, streams)
         _executors[kind] = executor
     return executor
+
+
+def get_handler() -> FrontendHandler:
+    """The frontend handler of the process, built from the Helix settings."""
+    kind = helix_settings.EXECUTOR
+    handler = _handlers.get(kind)
+    if handler is None:
+        limits = Limits(int(helix_settings.MAX_MESSAGE_CHARS), int(helix_settings.MAX_MESSAGES))
+        handler = create_frontend_handler(
+            get_executor(),
+            get_stream_manager(),
+            DjangoStateStore(),
+            agent=helix_settings.DEFAULT_AGENT,
+            content_replay=bool(helix_settings.CONTENT_REPLAY),
+            limits=limits,
+            keep_alive=float(helix_settings.SSE_KEEPALIVE_SECONDS),
+        )
+        _handlers[kind] = handler
+    return handler
+
+
+def _reset(*, setting: str, **kwargs: object) -> None:
+    if setting in ("HELIX", "CELERY_TASK_DEFAULT_QUEUE"):
+        _executors.clear()
+        _handlers.clear()
+
+
+setting_changed.connect(_reset)

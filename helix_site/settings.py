@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
     "streams",
     "workers",
     "chat",
@@ -105,6 +106,7 @@ HELIX = {
         "OPTIONS": {"url": REDIS_URL} if _stream_backend == "redis" else {},
     },
     "EXECUTOR": env_choice("HELIX_EXECUTOR", "inprocess", ("inprocess", "celery")),
+    "ALLOW_ANONYMOUS": env_bool("HELIX_ALLOW_ANONYMOUS", False),
 }
 
 CELERY_BROKER_URL = REDIS_URL

@@ -10,6 +10,13 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         },
         "EXECUTOR": "inprocess",           # "inprocess" or "celery"
         "SSE_KEEPALIVE_SECONDS": 15.0,     # idle time before an SSE keep-alive comment
+        "ALLOW_ANONYMOUS": False,          # visitors without an account may chat
+        "RATE_LIMIT": 30,                  # chat POSTs per caller and minute (0: no limit)
+        "MAX_MESSAGE_CHARS": 20_000,       # longest user message
+        "MAX_MESSAGES": 500,               # longest history a POST may carry
+        "MAX_BODY_BYTES": 1_048_576,       # largest chat POST body
+        "DEFAULT_AGENT": "chat",           # agent of a POST that names none
+        "CONTENT_REPLAY": True,            # resumed streams replay the in-flight content
     }
 """
 
@@ -33,6 +40,13 @@ DEFAULTS: dict[str, Any] = {
     "STREAMS": {"BACKEND": "memory", "OPTIONS": {}},
     "EXECUTOR": "inprocess",
     "SSE_KEEPALIVE_SECONDS": 15.0,
+    "ALLOW_ANONYMOUS": False,
+    "RATE_LIMIT": 30,
+    "MAX_MESSAGE_CHARS": 20_000,
+    "MAX_MESSAGES": 500,
+    "MAX_BODY_BYTES": 1_048_576,
+    "DEFAULT_AGENT": "chat",
+    "CONTENT_REPLAY": True,
 }
 
 

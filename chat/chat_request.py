@@ -1,0 +1,101 @@
+"""Reading a chat POST body: the seeds' shape and the one ``DefaultChatTransport`` sends.
+
+Seeds: ``{"message": "...", "sessionId"?, "messages"?: [storage messages], "state"?: {...}}``.
+AI SDK: ``{"id", "messages": [UIMessage, ...], "trigger", "messageId"?, "agent"?}``; the new user
+message is the last message's text, a last assistant message makes it a continuation (the reply
+reuses that message's id), ``regenerate-message`` answers the last user message again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from streams.exceptions import ValidationError
+from streams.messages import StoredMessage
+
+__all__ = ["ChatInput", "Limits", "parse_chat_body"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_message_chars: int = 20_000
+    max_messages: int = 500
+
+
+@dataclass(frozen=True)
+class ChatInput:
+    """What a POST asks for."""
+
+    agent: str | None
+    text: str | None  # the new user message; None for a continuation or a regeneration
+    user_message_id: str | None = None
+    continuation_of: str | None = None  # the assistant message id a continuation reuses
+    regenerate: bool = False
+    messages: list[StoredMessage] | None = None  # seeds' override of the history
+    state: dict[str, Any] | None = None  # seeds' override of the state
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _check_text(text: str, limits: Limits, field: str) -> str:
+    if not text.strip():
+        raise ValidationError(f"{field} must not be empty")
+    if len(text) > limits.max_message_chars:
+        raise ValidationError(f"{field} is longer than {limits.max_message_chars} characters")
+    return text
+
+
+def parse_chat_body(body: Any, limits: Limits) -> ChatInput:
+    """Validate a chat POST body; raises ``ValidationError`` naming what is wrong."""
+    if not isinstance(body, dict):
+        raise ValidationError("The request body must be a JSON object")
+    agent = body.get("agent")
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        raise ValidationError("agent must be the name of a registered agent")
+    if "message" in body:  # the seeds' shape
+        message = body["message"]
+        if not isinstance(message, str):
+            raise ValidationError("message must be a string")
+        state = body.get("state")
+        if state is not None and not isinstance(state, dict):
+            raise ValidationError("state must be an object")
+        history = body.get("messages")
+        stored = None
+        if history is not None:
+            if not isinstance(history, list) or len(history) > limits.max_messages:
+                raise ValidationError(f"messages must be a list of at most {limits.max_messages} messages")
+            try:
+                stored = [msgspec.convert(item, StoredMessage) for item in history]
+            except msgspec.ValidationError as exc:
+                raise ValidationError(f"Invalid message in messages: {exc}") from None
+        return ChatInput(agent, _check_text(message, limits, "message"), messages=stored, state=state)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValidationError("messages must be a non-empty list of UI messages (or send message)")
+    if len(messages) > limits.max_messages:
+        raise ValidationError(f"messages holds more than {limits.max_messages} messages")
+    last = messages[-1]
+    if not isinstance(last, dict) or last.get("role") not in ("user", "assistant", "system"):
+        raise ValidationError("the last message must be a UI message with a role")
+    trigger = body.get("trigger", "submit-message")
+    if trigger not in ("submit-message", "regenerate-message"):
+        raise ValidationError(f"Unknown trigger {trigger!r}")
+    if last["role"] == "assistant":
+        message_id = last.get("id")
+        if not isinstance(message_id, str) or not message_id:
+            raise ValidationError("the assistant message to continue has no id")
+        return ChatInput(agent, None, continuation_of=message_id)
+    text = _check_text(_text_of(last), limits, "the last user message")
+    message_id = last.get("id") if isinstance(last.get("id"), str) else None
+    if trigger == "regenerate-message":
+        return ChatInput(agent, text, user_message_id=message_id, regenerate=True)
+    return ChatInput(agent, text, user_message_id=message_id)

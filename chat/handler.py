@@ -1,0 +1,213 @@
+"""The frontend handler: chat requests in, UI message streams and JSON out, with no Django in it.
+
+``create_frontend_handler(...)`` returns a :class:`FrontendHandler` whose methods take plain
+values (a session id, a parsed body, a header mapping) and return a :class:`HandlerResponse`:
+a status, headers and a body that is a string or an async iterator of bytes. ``chat.views``
+adapts it to Django. Ownership is the caller's business: the views check it before calling.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from chat.ai_sdk.loading import load_ui_messages
+from chat.ai_sdk.resume import resume_run_stream
+from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
+from chat.ai_sdk.sse import ui_message_stream
+from chat.ai_sdk.state import StateStore
+from chat.ai_sdk.transformer import StreamTransformer
+from chat.chat_request import ChatInput, Limits, parse_chat_body
+from streams.backends.base import StreamManager
+from streams.exceptions import HelixError, StreamFailedError
+from streams.messages import StoredMessage
+from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position, with_keep_alive
+from workers.executors import Executor
+
+__all__ = ["FrontendHandler", "HandlerResponse", "create_frontend_handler", "error_response"]
+
+STREAM_OPEN = b": stream-open\n\n"
+
+
+@dataclass
+class HandlerResponse:
+    """A framework-agnostic response."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: AsyncIterator[bytes] | str | None = None
+
+    @property
+    def is_stream(self) -> bool:
+        return self.body is not None and not isinstance(self.body, str)
+
+
+def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> HandlerResponse:
+    body = msgspec.json.encode(data).decode()
+    return HandlerResponse(status, {"content-type": "application/json", **(headers or {})}, body)
+
+
+def error_response(error: HelixError) -> HandlerResponse:
+    """``{"error", "code"}`` with the error's status."""
+    return json_response(error.as_dict(), error.status_code)
+
+
+async def _opened(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Send a comment at once: the server only sends the headers with the first body bytes."""
+    yield STREAM_OPEN
+    async for part in body:
+        yield part
+
+
+class FrontendHandler:
+    """Start, continue and resume chat runs; snapshots and messages of a session."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        stream_manager: StreamManager,
+        state_store: StateStore,
+        agent: str = "chat",
+        transformer_options: dict[str, Any] | None = None,
+        content_replay: bool = True,
+        logger: logging.Logger | None = None,
+        *,
+        limits: Limits | None = None,
+        keep_alive: float = 15.0,
+    ) -> None:
+        self.executor = executor
+        self.streams = stream_manager
+        self.store = state_store
+        self.agent = agent
+        self.transformer_options = transformer_options or {}
+        self.content_replay = content_replay
+        self.logger = logger or logging.getLogger("chat.handler")
+        self.limits = limits or Limits()
+        self.keep_alive = keep_alive
+
+    def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
+        return HandlerResponse(
+            200, {**UI_MESSAGE_STREAM_HEADERS, **(headers or {})}, with_keep_alive(_opened(body), self.keep_alive)
+        )
+
+    # -- POST: start or continue a run and stream it --------------------------------------------
+
+    async def handle_post(self, session_id: str, body: Any, *, owner_id: int | None = None) -> HandlerResponse:
+        """Start a run for the chat request ``body`` and stream it."""
+        try:
+            request = parse_chat_body(body, self.limits)
+            handle = await self._execute(session_id, request, owner_id)
+        except HelixError as exc:
+            return error_response(exc)
+        reader = await self.streams.create_resumable_reader(handle.session_id, handle.start_sequence)
+        if reader is None:  # the run failed before we could attach: the stream says why
+            return error_response(StreamFailedError(handle.session_id, "the run failed to start"))
+        transformer = StreamTransformer(message_id=handle.message_id, **self.transformer_options)
+        return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": handle.session_id})
+
+    async def _execute(self, session_id: str, request: ChatInput, owner_id: int | None) -> Any:
+        agent = request.agent or self.agent
+        messages = request.messages
+        user: StoredMessage | None = None
+        if request.text is not None and not request.regenerate:
+            user = StoredMessage(role="user", content=request.text, id=request.user_message_id)
+        if request.regenerate:  # answer the last user message again: drop what followed it
+            stored = (await self.store.get_messages(session_id)).messages
+            last_user = max((i for i, m in enumerate(stored) if m.role == "user"), default=None)
+            if last_user is None:
+                user = StoredMessage(role="user", content=request.text or "", id=request.user_message_id)
+            else:
+                messages = stored[: last_user + 1]
+        return await self.executor.execute(
+            agent,
+            user,
+            session_id=session_id,
+            messages=messages,
+            state=request.state,
+            message_id=request.continuation_of,
+            owner_id=owner_id,
+        )
+
+    # -- GET: resume the current run -------------------------------------------------------------
+
+    async def handle_resume(self, session_id: str, headers: Mapping[str, Any] | Any) -> HandlerResponse:
+        """Stream the session's current run from the client's position: 200 while it is active
+        or paused, 204 when it ended (or there is nothing), 410 when it failed."""
+        try:
+            position = extract_resume_position(headers)
+        except HelixError as exc:
+            return error_response(exc)
+        info = await self.streams.get_stream_info(session_id)
+        if info is None or info.status == "ended":
+            return HandlerResponse(204)
+        if info.status == "failed":
+            return error_response(StreamFailedError(session_id, info.error))
+        run = await self.store.get_current_run(session_id)
+        if run is None:
+            return HandlerResponse(204)
+        body = await resume_run_stream(
+            self.streams,
+            session_id,
+            run,
+            position,
+            content_replay=self.content_replay,
+            transformer_options=self.transformer_options,
+        )
+        if body is None:
+            return HandlerResponse(204)
+        return self._stream(body, {"X-Session-Id": session_id})
+
+    async def handle_request(
+        self,
+        method: str,
+        session_id: str,
+        *,
+        body: Any = None,
+        headers: Mapping[str, Any] | None = None,
+        owner_id: int | None = None,
+    ) -> HandlerResponse:
+        """POST starts or continues a run; GET resumes the current one."""
+        if method == "POST":
+            return await self.handle_post(session_id, body, owner_id=owner_id)
+        if method == "GET":
+            return await self.handle_resume(session_id, headers or {})
+        return json_response({"error": f"Method {method} not allowed", "code": "METHOD_NOT_ALLOWED"}, 405)
+
+    # -- JSON --------------------------------------------------------------------------------------
+
+    async def get_messages(
+        self,
+        session_id: str,
+        offset: int = 0,
+        limit: int = 50,
+        include_reasoning: bool = True,
+        include_tool_results: bool = True,
+    ) -> dict[str, Any]:
+        messages, has_more = await load_ui_messages(
+            self.store, session_id, offset, limit, include_reasoning, include_tool_results
+        )
+        return {"messages": messages, "hasMore": has_more, "offset": offset, "limit": limit}
+
+    async def get_snapshot(self, session_id: str, include_partial_content: bool | None = None) -> dict[str, Any] | None:
+        deps = SnapshotDeps(self.store, self.streams, self.content_replay)
+        return await build_snapshot(deps, session_id, include_partial_content)
+
+
+def create_frontend_handler(
+    executor: Executor,
+    stream_manager: StreamManager,
+    state_store: StateStore,
+    agent: str = "chat",
+    transformer_options: dict[str, Any] | None = None,
+    content_replay: bool = True,
+    logger: logging.Logger | None = None,
+    **options: Any,
+) -> FrontendHandler:
+    """A :class:`FrontendHandler` over the given executor and stores."""
+    return FrontendHandler(
+        executor, stream_manager, state_store, agent, transformer_options, content_replay, logger, **options
+    )

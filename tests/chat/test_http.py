@@ -1,0 +1,221 @@
+"""The HTTP surface: streams, JSON endpoints, ownership on every endpoint, CSRF, tokens, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import AsyncClient, override_settings
+from rest_framework.authtoken.models import Token
+
+from chat.models import Run, Session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fast_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "0")
+
+
+def ui_body(text: str, chat_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": chat_id,
+        "messages": [{"id": f"u-{uuid.uuid4().hex[:6]}", "role": "user", "parts": [{"type": "text", "text": text}]}],
+        "trigger": "submit-message",
+        **extra,
+    }
+
+
+async def read_events(response: Any) -> list[dict[str, Any]]:
+    raw = b"".join([part async for part in response.streaming_content])
+    events = []
+    for block in raw.decode().split("\n\n"):
+        for line in block.splitlines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                events.append(json.loads(line[6:]))
+    assert raw.endswith(b"data: [DONE]\n\n")
+    return events
+
+
+async def login(username: str) -> AsyncClient:
+    user = await sync_to_async(User.objects.create_user)(username, password="pw-" + username)
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    return client
+
+
+async def post(client: AsyncClient, session_id: str, body: Any, headers: dict[str, str] | None = None) -> Any:
+    return await client.post(
+        f"/api/chat/{session_id}", json.dumps(body), content_type="application/json", headers=headers
+    )
+
+
+async def test_a_chat_round_trip() -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    response = await post(alice, session_id, ui_body("What is 6 times 7?", session_id, agent="tools"))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream" and response["X-Vercel-AI-UI-Message-Stream"] == "v1"
+    assert response["X-Session-Id"] == session_id
+    events = await read_events(response)
+    assert events[0]["type"] == "start" and events[-1] == {"type": "finish"}
+    text = "".join(e.get("delta", "") for e in events if e["type"] == "text-delta")
+    assert "The result is 42.0" in text
+    assert {"tool-input-available", "tool-output-available"} <= {e["type"] for e in events}
+    assert (await alice.get(f"/api/chat/{session_id}")).status_code == 204  # ended: nothing to resume
+    assert (await alice.get(f"/api/chat/{session_id}/stream")).status_code == 204
+    snapshot = (await alice.get(f"/api/chat/{session_id}/snapshot")).json()
+    assert snapshot["status"] == "ended" and [m["role"] for m in snapshot["messages"]] == ["user", "assistant"]
+    assert snapshot["messages"][1]["id"] == events[0]["messageId"]
+    page = (await alice.get(f"/api/chat/{session_id}/messages", {"limit": 1})).json()
+    assert page["hasMore"] is True and page["messages"][0]["role"] == "user"
+    sessions = (await alice.get("/api/sessions")).json()
+    assert [s["id"] for s in sessions["results"]] == [session_id] and sessions["results"][0]["agent"] == "tools"
+
+
+async def test_seeds_body_and_multi_turn() -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    await read_events(await post(alice, session_id, {"message": "Hello"}))
+    events = await read_events(await post(alice, session_id, {"message": "Again", "state": {"mood": "good"}}))
+    assert any(e["type"] == "text-delta" for e in events)
+    session = await Session.objects.aget(pk=session_id)
+    assert session.state == {"mood": "good"} and await Run.objects.filter(session=session).acount() == 2
+
+
+async def test_another_users_session_is_404_everywhere() -> None:
+    alice, bob = await login("alice"), await login("bob")
+    session_id = str(uuid.uuid4())
+    await read_events(await post(alice, session_id, {"message": "Mine"}))
+    checks = [
+        await post(bob, session_id, {"message": "Steal"}),
+        await bob.get(f"/api/chat/{session_id}"),
+        await bob.get(f"/api/chat/{session_id}/stream"),
+        await bob.get(f"/api/chat/{session_id}/snapshot"),
+        await bob.get(f"/api/chat/{session_id}/messages"),
+        await bob.post(f"/api/chat/{session_id}/stop"),
+        await bob.delete(f"/api/chat/{session_id}"),
+    ]
+    assert [r.status_code for r in checks] == [404] * 7
+    assert all(r.json()["code"] == "SESSION_NOT_FOUND" for r in checks)
+    assert (await bob.get("/api/sessions")).json()["results"] == []
+    assert await Session.objects.filter(pk=session_id).aexists()
+
+
+async def test_authentication_csrf_and_tokens() -> None:
+    session_id = str(uuid.uuid4())
+    assert (await post(AsyncClient(), session_id, {"message": "hi"})).status_code == 401
+    user = await sync_to_async(User.objects.create_user)("carol", password="pw-carol")
+    browser = AsyncClient(enforce_csrf_checks=True)
+    await sync_to_async(browser.force_login)(user)
+    assert (await post(browser, session_id, {"message": "hi"})).status_code == 403  # no CSRF token
+    token = await sync_to_async(Token.objects.create)(user=user)
+    api = AsyncClient(enforce_csrf_checks=True)
+    response = await post(api, session_id, {"message": "hi"}, {"Authorization": f"Token {token.key}"})
+    assert response.status_code == 200
+    await read_events(response)
+    assert (
+        await api.get(f"/api/chat/{session_id}/snapshot", headers={"Authorization": f"Token {token.key}"})
+    ).status_code == 200
+    assert (
+        await api.get(f"/api/chat/{session_id}/snapshot", headers={"Authorization": "Token nope"})
+    ).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"{not json", 400, "VALIDATION_ERROR"),
+        (json.dumps({"message": ""}).encode(), 400, "VALIDATION_ERROR"),
+        (json.dumps({"message": "x" * 20_001}).encode(), 400, "VALIDATION_ERROR"),
+        (json.dumps({"messages": []}).encode(), 400, "VALIDATION_ERROR"),
+        (json.dumps({"message": "hi", "agent": "no-such-agent"}).encode(), 400, "UNKNOWN_AGENT"),
+        (json.dumps({"message": "x" * 2_000_000}).encode(), 413, "PAYLOAD_TOO_LARGE"),
+    ],
+)
+async def test_bad_input_gets_typed_errors_and_changes_nothing(body: bytes, status: int, code: str) -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    response = await alice.post(f"/api/chat/{session_id}", body, content_type="application/json")
+    assert (response.status_code, response.json()["code"]) == (status, code)
+    assert not await Session.objects.filter(pk=session_id).aexists()
+
+
+async def test_bad_resume_headers_and_malformed_ids() -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    await read_events(await post(alice, session_id, {"message": "hi"}))
+    response = await alice.get(f"/api/chat/{session_id}", headers={"Last-Event-ID": "-3"})
+    assert (response.status_code, response.json()["code"]) == (400, "VALIDATION_ERROR")
+    assert (await alice.get("/api/chat/not-a-uuid/snapshot")).status_code == 404
+    assert (await alice.get(f"/api/chat/{uuid.uuid4()}/snapshot")).status_code == 404
+    assert (await alice.get(f"/api/chat/{uuid.uuid4()}")).status_code == 204
+
+
+async def test_rate_limit() -> None:
+    alice = await login("alice")
+    with override_settings(HELIX={"RATE_LIMIT": 2}):
+        for _ in range(2):
+            await read_events(await post(alice, str(uuid.uuid4()), {"message": "hi"}))
+        response = await post(alice, str(uuid.uuid4()), {"message": "hi"})
+    assert response.status_code == 429 and response.json()["code"] == "RATE_LIMITED"
+    assert 0 < int(response["Retry-After"]) <= 60
+
+
+async def test_conflict_stop_resume_and_delete(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "10")
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    first = await post(alice, session_id, {"message": "A long question", "agent": "research"})
+    assert first.status_code == 200
+    stream = first.streaming_content.__aiter__()
+    assert (await anext(stream)).startswith(b": stream-open")
+    conflict = await post(alice, session_id, {"message": "Another"})
+    assert (conflict.status_code, conflict.json()["code"]) == (409, "RUN_CONFLICT")
+    resumed = await alice.get(f"/api/chat/{session_id}/stream")
+    assert resumed.status_code == 200
+    stop = await alice.post(f"/api/chat/{session_id}/stop")
+    assert stop.status_code == 202 and stop.json() == {"stopped": True}
+    events = await read_events(resumed)
+    assert events[0]["type"] == "start" and events[-1]["type"] == "finish"
+    assert any(e["type"] == "data-run-interrupted" for e in events)
+    await asyncio.sleep(0.1)
+    assert (await Run.objects.filter(session_id=session_id).afirst()).status == "interrupted"  # type: ignore[union-attr]
+    assert (await alice.delete(f"/api/chat/{session_id}")).status_code == 204
+    assert (await alice.get(f"/api/chat/{session_id}/snapshot")).status_code == 404
+
+
+async def test_a_failed_run_answers_410_on_resume() -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    from workers.llm.base import LLMError
+    from workers.llm.scripted import ScriptedModel, ScriptedTurn
+    from workers.runtime.agents import define_agent
+
+    define_agent(
+        "broken",
+        "x",
+        llm=ScriptedModel(lambda m: ScriptedTurn(error=LLMError("down", "provider_overloaded", True)), delay=(0, 0)),
+    )
+    events = await read_events(await post(alice, session_id, {"message": "hi", "agent": "broken"}))
+    assert {"type": "error", "errorText": "down"} in events
+    response = await alice.get(f"/api/chat/{session_id}")
+    assert (response.status_code, response.json()["code"]) == (410, "STREAM_FAILED")
+
+
+async def test_anonymous_mode() -> None:
+    session_id = str(uuid.uuid4())
+    with override_settings(HELIX={"ALLOW_ANONYMOUS": True}):
+        visitor, stranger = AsyncClient(), AsyncClient()
+        await read_events(await post(visitor, session_id, {"message": "hi"}))
+        assert (await visitor.get(f"/api/chat/{session_id}/snapshot")).status_code == 200
+        assert (await stranger.get(f"/api/chat/{session_id}/snapshot")).status_code == 404
+        assert [s["id"] for s in (await visitor.get("/api/sessions")).json()["results"]] == [session_id]
+        assert (await stranger.get("/api/sessions")).json()["results"] == []
+    assert (await visitor.get(f"/api/chat/{session_id}/snapshot")).status_code == 401
