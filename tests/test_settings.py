@@ -111,13 +111,15 @@ def test_environment_variables_configure_the_site() -> None:
         "DJANGO_ALLOWED_HOSTS": "chat.example.com,api.example.com",
         "DATABASE_URL": "sqlite:////srv/helix/chat.sqlite3",
         "DJANGO_SECRET_KEY": "s3cret",
+        "HELIX_ALLOW_ANONYMOUS": "1",
     }
     expression = (
         "settings.HELIX, settings.DEBUG, settings.ALLOWED_HOSTS, settings.DATABASES['default']['NAME'],"
         " settings.SECRET_KEY, settings.CELERY_BROKER_URL"
     )
     assert _settings_in_subprocess(env, expression) == (
-        "({'STREAMS': {'BACKEND': 'redis', 'OPTIONS': {'url': 'redis://cache:6380/3'}}, 'EXECUTOR': 'celery'}, "
+        "({'STREAMS': {'BACKEND': 'redis', 'OPTIONS': {'url': 'redis://cache:6380/3'}}, 'EXECUTOR': 'celery', "
+        "'ALLOW_ANONYMOUS': True}, "
         "True, ['chat.example.com', 'api.example.com'], '/srv/helix/chat.sqlite3', 's3cret', "
         "'redis://cache:6380/3')"
     )
