@@ -107,6 +107,7 @@ HELIX = {
     },
     "EXECUTOR": env_choice("HELIX_EXECUTOR", "inprocess", ("inprocess", "celery")),
     "ALLOW_ANONYMOUS": env_bool("HELIX_ALLOW_ANONYMOUS", False),
+    "AGENT_MODULES": env_list("HELIX_AGENT_MODULES", ["workers.demo_agents"]),
 }
 
 CELERY_BROKER_URL = REDIS_URL

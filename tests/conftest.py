@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from streams.backends import InMemoryStreamManager, RedisStreamManager, StreamManager
 
+ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = os.environ.get("HELIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
@@ -79,3 +85,81 @@ def chat_client():  # type: ignore[no-untyped-def]
     client = ChatClient()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
+    """A `celery -A helix_site worker` process on its own queue."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        database = connection.settings_dict["NAME"]
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "helix_site.settings",
+        "REDIS_URL": redis_url,
+        "HELIX_STREAM_BACKEND": "redis",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "HELIX_CELERY_QUEUE": queue,
+        "HELIX_SCRIPTED_DELAY_MS": "3",
+        "HELIX_WORKER_CONCURRENCY": "20",
+        "HELIX_AGENT_MODULES": "workers.demo_agents,tests.agents",
+    }
+    log_path = Path(tempfile.mkdtemp(prefix="helix-celery-")) / "worker.log"
+    log = log_path.open("w")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "helix_site",
+            "worker",
+            "--loglevel=INFO",
+            "-n",
+            f"{queue}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while "ready." not in log_path.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    from helix_site.celery import app as celery_app
+
+    previous = celery_app.conf.broker_url
+    celery_app.conf.broker_url = redis_url
+    yield {"queue": queue, "log": str(log_path), "database": f"sqlite:///{database}"}
+    celery_app.conf.broker_url = previous
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def helix_server(celery_worker: dict[str, str], redis_url: str) -> Iterator[str]:
+    """Daphne serving the site with the Celery executor, Redis streams and the test database."""
+    from tests.live import daphne
+
+    env = {
+        "HELIX_EXECUTOR": "celery",
+        "HELIX_STREAM_BACKEND": "redis",
+        "REDIS_URL": redis_url,
+        "DATABASE_URL": celery_worker["database"],
+        "HELIX_CELERY_QUEUE": celery_worker["queue"],
+        "HELIX_SCRIPTED_DELAY_MS": "3",
+        "HELIX_AGENT_MODULES": "workers.demo_agents,tests.agents",
+    }
+    with daphne(env) as port:
+        yield f"http://127.0.0.1:{port}"

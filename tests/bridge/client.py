@@ -10,25 +10,26 @@ from pathlib import Path
 from typing import Any
 
 HARNESS = Path(__file__).resolve().parent.parent / "js" / "harness.mjs"
+LIVE_HARNESS = HARNESS.with_name("live.mjs")
 CLIENTS = ("v6", "v6-strict", "v7")
 
 
 class ChatClient:
     """Runs scripted chat sessions in the real client and returns what it assembled."""
 
-    def __init__(self) -> None:
+    def __init__(self, script: Path = HARNESS) -> None:
         node_modules = HARNESS.parent / "node_modules"
         if not (node_modules / "ai-v6").is_dir():
             raise RuntimeError(f"the ai packages are not installed in {node_modules} (run bin/test)")
         self._process = subprocess.Popen(
-            ["node", str(HARNESS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+            ["node", str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
         self._lock = threading.Lock()
 
     def run(
-        self, client: str, actions: list[dict[str, Any]], messages: list[dict[str, Any]] | None = None
+        self, client: str, actions: list[dict[str, Any]], messages: list[dict[str, Any]] | None = None, **extra: Any
     ) -> dict[str, Any]:
-        request = {"client": client, "actions": actions, "messages": messages or []}
+        request = {"client": client, "actions": actions, "messages": messages or [], **extra}
         with self._lock:
             assert self._process.stdin and self._process.stdout
             self._process.stdin.write(json.dumps(request) + "\n")

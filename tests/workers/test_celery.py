@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,65 +17,7 @@ from tests.bridge.client import ChatClient
 from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
 from workers.executors import CeleryExecutor
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
-    """A `celery -A helix_site worker` process on its own queue."""
-    from django.db import connection
-
-    with django_db_blocker.unblock():
-        database = connection.settings_dict["NAME"]
-    queue = f"test-{uuid.uuid4().hex[:8]}"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "helix_site.settings",
-        "REDIS_URL": redis_url,
-        "HELIX_STREAM_BACKEND": "redis",
-        "DATABASE_URL": f"sqlite:///{database}",
-        "HELIX_CELERY_QUEUE": queue,
-        "HELIX_SCRIPTED_DELAY_MS": "3",
-        "HELIX_WORKER_CONCURRENCY": "20",
-    }
-    log_path = Path(tempfile.mkdtemp(prefix="helix-celery-")) / "worker.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "helix_site",
-            "worker",
-            "--loglevel=INFO",
-            "-n",
-            f"{queue}@%h",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while "ready." not in log_path.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the Celery worker did not start:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
-    previous = celery_app.conf.broker_url
-    celery_app.conf.broker_url = redis_url
-    yield {"queue": queue, "log": str(log_path)}
-    celery_app.conf.broker_url = previous
-    process.terminate()
-    try:
-        process.wait(20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
 
 
 @pytest.mark.parametrize(

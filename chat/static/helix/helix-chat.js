@@ -1,0 +1,112 @@
+// Helix for Django: helpers for the AI SDK's DefaultChatTransport (ai v6). An ES module with no
+// build step, served by Django at {% static 'helix/helix-chat.js' %}.
+//
+//   import { prepareHelixChatRequest, prepareHelixReconnectRequest, loadHelixSnapshot,
+//            createResyncHandler } from "/static/helix/helix-chat.js";
+//   const snapshot = await loadHelixSnapshot({ sessionId });
+//   const options = { sessionId, resumeFromSequence: snapshot.streamSequence, agent: "chat" };
+//   const transport = new DefaultChatTransport({
+//     prepareSendMessagesRequest: prepareHelixChatRequest(options),
+//     prepareReconnectToStreamRequest: prepareHelixReconnectRequest(options),
+//   });
+//
+// Every request goes to the single-path layout /api/chat/<session id>: POST starts or continues
+// a run, GET resumes it. Browsers send the CSRF token from the csrftoken cookie; API clients pass
+// `headers: {Authorization: "Token …"}`.
+
+const DEFAULT_BASE = "/api/chat";
+
+/** The CSRF token Django set in the `csrftoken` cookie (browsers only). */
+export function csrfToken(cookieName = "csrftoken") {
+  if (typeof document === "undefined" || !document.cookie) return undefined;
+  for (const part of document.cookie.split(";")) {
+    const [name, ...rest] = part.trim().split("=");
+    if (name === cookieName) return decodeURIComponent(rest.join("="));
+  }
+  return undefined;
+}
+
+function toObject(headers) {
+  if (!headers) return {};
+  if (typeof Headers !== "undefined" && headers instanceof Headers) return Object.fromEntries(headers.entries());
+  if (Array.isArray(headers)) return Object.fromEntries(headers);
+  return { ...headers };
+}
+
+function chatUrl(options, id) {
+  const base = (options.baseUrl ?? DEFAULT_BASE).replace(/\/$/, "");
+  return `${base}/${encodeURIComponent(options.sessionId ?? id)}`;
+}
+
+function helixHeaders(options, requestHeaders) {
+  const headers = { ...toObject(requestHeaders), ...toObject(options.headers) };
+  const token = options.csrfToken ?? csrfToken();
+  if (token) headers["X-CSRFToken"] = token;
+  if (options.resumeFromSequence != null) headers["X-Resume-From-Sequence"] = String(options.resumeFromSequence);
+  if (options.existingMessageId) headers["X-Existing-Message-Id"] = options.existingMessageId;
+  return headers;
+}
+
+/**
+ * For `prepareSendMessagesRequest`: POST to /api/chat/<session id> with the AI SDK body
+ * (`id`, `messages`, `trigger`, `messageId`) plus `agent` when `options.agent` names one.
+ */
+export function prepareHelixChatRequest(options = {}) {
+  return ({ id, messages, trigger, messageId, body, headers, credentials }) => ({
+    api: chatUrl(options, id),
+    credentials: credentials ?? options.credentials ?? "same-origin",
+    headers: helixHeaders({ ...options, resumeFromSequence: undefined }, headers),
+    body: {
+      ...(body ?? {}),
+      ...(options.body ?? {}),
+      ...(options.agent ? { agent: options.agent } : {}),
+      id: options.sessionId ?? id,
+      messages,
+      trigger,
+      ...(messageId != null ? { messageId } : {}),
+    },
+  });
+}
+
+/**
+ * For `prepareReconnectToStreamRequest`: GET /api/chat/<session id> (instead of the SDK's
+ * `<api>/<id>/stream`), with the resume position of the snapshot the page loaded. Without a
+ * position the server replays the current run from its start.
+ */
+export function prepareHelixReconnectRequest(options = {}) {
+  return ({ id, headers, credentials }) => ({
+    api: chatUrl(options, id),
+    credentials: credentials ?? options.credentials ?? "same-origin",
+    headers: helixHeaders(options, headers),
+  });
+}
+
+/** GET the session's snapshot: `{messages, state, streamSequence, status, …}`, or null (404). */
+export async function loadHelixSnapshot({ sessionId, baseUrl, headers, fetch: fetchImpl } = {}) {
+  const doFetch = fetchImpl ?? globalThis.fetch;
+  const response = await doFetch(`${chatUrl({ baseUrl, sessionId }, sessionId)}/snapshot`, {
+    headers: toObject(headers),
+    credentials: "same-origin",
+  });
+  if (response.status === 404) return null;
+  if (!response.ok) throw new Error(`snapshot failed: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+/** Whether the page should resume the stream for this snapshot. */
+export function shouldResume(snapshot) {
+  return snapshot != null && (snapshot.status === "active" || snapshot.status === "paused");
+}
+
+/**
+ * An `onData` callback: on `data-stream-resync` (a worker was replaced mid-run) it reloads the
+ * snapshot and hands its messages to `setMessages`, so the page shows what the database holds.
+ */
+export function createResyncHandler({ sessionId, baseUrl, headers, fetch: fetchImpl, setMessages, onResync }) {
+  return async (part) => {
+    if (part?.type !== "data-stream-resync") return;
+    const snapshot = await loadHelixSnapshot({ sessionId, baseUrl, headers, fetch: fetchImpl });
+    if (snapshot) setMessages(snapshot.messages);
+    onResync?.(part.data, snapshot);
+  };
+}

@@ -1,0 +1,122 @@
+"""The real AI SDK client with the Helix helpers against live Daphne + Celery worker + Redis."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+
+from chat.models import Run
+from tests.bridge.client import LIVE_HARNESS, ChatClient
+from tests.bridge.scenario import last_reply, strict_view
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def live_client() -> Iterator[ChatClient]:
+    client = ChatClient(LIVE_HARNESS)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def token() -> str:
+    user = User.objects.create_user(f"user-{uuid.uuid4().hex[:6]}", password="pw-live")
+    return str(Token.objects.create(user=user).key)
+
+
+def snapshot(base: str, session_id: str, token: str) -> dict[str, Any]:
+    url = urlparse(base)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    connection.request("GET", f"/api/chat/{session_id}/snapshot", headers={"Authorization": f"Token {token}"})
+    response = connection.getresponse()
+    assert response.status == 200, response.read()
+    return dict(json.loads(response.read()))
+
+
+def chat(
+    live_client: ChatClient,
+    helix_server: str,
+    token: str,
+    actions: list[dict[str, Any]],
+    client: str = "v6",
+    agent: str = "chat",
+) -> tuple[str, dict[str, Any]]:
+    session_id = str(uuid.uuid4())
+    answer = live_client.run(client, actions, baseUrl=helix_server, sessionId=session_id, token=token, agent=agent)
+    return session_id, answer
+
+
+def assert_matches_server(answer: dict[str, Any], helix_server: str, session_id: str, token: str) -> None:
+    assert answer["error"] is None and answer["errors"] == [], answer
+    stored = snapshot(helix_server, session_id, token)
+    assert stored["status"] == "ended"
+    assert [m["id"] for m in answer["messages"]] == [m["id"] for m in stored["messages"]]
+    assert strict_view(last_reply(answer["messages"])) == strict_view(stored["messages"][-1])
+
+
+@pytest.mark.parametrize("client", ["v6", "v6-strict", "v7"])
+def test_send_and_multi_turn(live_client: ChatClient, helix_server: str, token: str, client: str) -> None:
+    session_id, answer = chat(
+        live_client,
+        helix_server,
+        token,
+        [{"kind": "send", "text": "What is 6 times 7?"}, {"kind": "send", "text": "And 2 plus 3?"}],
+        client,
+        "tools",
+    )
+    assert [m["role"] for m in answer["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert any(part["type"] == "data-search_progress" for part in answer["data"])
+    assert_matches_server(answer, helix_server, session_id, token)
+
+
+def test_a_dropped_connection_resumes_with_the_helpers(live_client: ChatClient, helix_server: str, token: str) -> None:
+    actions = [{"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400}, {"kind": "resume"}]
+    session_id, answer = chat(live_client, helix_server, token, actions, agent="research")
+    assert answer["status"] == "ready"
+    assert_matches_server(answer, helix_server, session_id, token)
+
+
+@pytest.mark.parametrize("client", ["v6", "v6-strict"])
+def test_a_page_refresh_mid_answer(live_client: ChatClient, helix_server: str, token: str, client: str) -> None:
+    actions = [{"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400}, {"kind": "refresh"}]
+    session_id, answer = chat(live_client, helix_server, token, actions, client, "research")
+    assert answer["snapshots"][0]["status"] == "active"  # reloaded while the answer was streaming
+    assert_matches_server(answer, helix_server, session_id, token)
+
+
+def test_stop(live_client: ChatClient, helix_server: str, token: str) -> None:
+    session_id, answer = chat(
+        live_client,
+        helix_server,
+        token,
+        [{"kind": "send-and-stop", "text": "A long question", "afterMs": 400}],
+        agent="research",
+    )
+    assert answer["error"] is None and answer["errors"] == [], answer
+    assert any(part["type"] == "data-run-interrupted" for part in answer["data"])
+    assert Run.objects.get(session_id=session_id).status == "interrupted"
+
+
+def test_nothing_to_resume_after_the_end(live_client: ChatClient, helix_server: str, token: str) -> None:
+    session_id, answer = chat(live_client, helix_server, token, [{"kind": "send", "text": "Hi"}, {"kind": "resume"}])
+    assert answer["status"] == "ready" and len(answer["messages"]) == 2  # 204: nothing added
+    assert_matches_server(answer, helix_server, session_id, token)
+
+
+def test_a_failed_run_errors_and_resume_answers_410(live_client: ChatClient, helix_server: str, token: str) -> None:
+    session_id, answer = chat(
+        live_client, helix_server, token, [{"kind": "send", "text": "Hi"}, {"kind": "resume"}], agent="broken"
+    )
+    assert answer["status"] == "error"
+    assert answer["errors"][0] == "the model is down"
+    assert "STREAM_FAILED" in answer["errors"][-1]
+    assert Run.objects.get(session_id=session_id).error_code == "provider_overloaded"

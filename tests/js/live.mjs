@@ -1,0 +1,91 @@
+// Drives the real AI SDK chat client against a live Helix server, through the Helix helpers
+// (chat/static/helix/helix-chat.js). One JSON request per stdin line, one JSON answer per line.
+//
+// request: {client, baseUrl, sessionId, token, agent, actions: [...]}
+// actions: {kind: "send", text} | {kind: "send-and-stop", text, afterMs} |
+//          {kind: "send-and-drop", text, afterMs} | {kind: "resume"} | {kind: "refresh"}
+//   "refresh" is what a page reload does: load the snapshot, build a new chat from it, resume.
+// answer:  {messages, status, error, errors, data, snapshots}
+import * as readline from "node:readline";
+import * as v6 from "ai-v6";
+import * as v6strict from "ai-v6-strict";
+import * as v7 from "ai-v7";
+import * as helix from "../../chat/static/helix/helix-chat.js";
+
+const clients = { v6, "v6-strict": v6strict, v7 };
+
+class State {
+  constructor(messages) { this.messages = messages; this.status = "ready"; this.error = undefined; }
+  pushMessage = (m) => { this.messages = this.messages.concat(m); };
+  popMessage = () => { this.messages = this.messages.slice(0, -1); };
+  replaceMessage = (i, m) => { this.messages = [...this.messages.slice(0, i), this.snapshot(m), ...this.messages.slice(i + 1)]; };
+  snapshot = (v) => structuredClone(v);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function run(request) {
+  const ai = clients[request.client];
+  const headers = request.token ? { Authorization: `Token ${request.token}` } : {};
+  const base = `${request.baseUrl}/api/chat`;
+  const data = [];
+  const errors = [];
+  const snapshots = [];
+  let state;
+  let chat;
+
+  function makeChat(messages, resumeFromSequence) {
+    const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence };
+    const transport = new ai.DefaultChatTransport({
+      prepareSendMessagesRequest: helix.prepareHelixChatRequest(options),
+      prepareReconnectToStreamRequest: helix.prepareHelixReconnectRequest(options),
+    });
+    state = new State(structuredClone(messages));
+    const onResync = helix.createResyncHandler({
+      sessionId: request.sessionId, baseUrl: base, headers, setMessages: (m) => { state.messages = m; },
+    });
+    class Chat extends ai.AbstractChat {
+      constructor() {
+        super({ id: request.sessionId, transport, state, onError: (e) => errors.push(String(e?.message ?? e)),
+                onData: (part) => { data.push(part); return onResync(part); } });
+      }
+    }
+    chat = new Chat();
+  }
+
+  makeChat(request.messages ?? [], undefined);
+  for (const action of request.actions) {
+    if (action.kind === "send") {
+      await chat.sendMessage({ text: action.text });
+    } else if (action.kind === "send-and-stop" || action.kind === "send-and-drop") {
+      const sending = chat.sendMessage({ text: action.text });
+      await sleep(action.afterMs ?? 300);
+      if (action.kind === "send-and-stop") {
+        const response = await fetch(`${base}/${request.sessionId}/stop`, { method: "POST", headers });
+        if (response.status !== 202) errors.push(`stop answered ${response.status}`);
+      } else {
+        await chat.stop();  // the browser drops the connection: a disconnect, not a cancel
+      }
+      await sending;
+    } else if (action.kind === "resume") {
+      await chat.resumeStream();
+    } else if (action.kind === "refresh") {
+      const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+      snapshots.push(snapshot);
+      makeChat(snapshot.messages, snapshot.streamSequence);
+      if (helix.shouldResume(snapshot)) await chat.resumeStream();
+    } else {
+      throw new Error(`unknown action ${action.kind}`);
+    }
+  }
+  return { messages: state.messages, status: state.status, error: state.error ? String(state.error.message ?? state.error) : null,
+           errors, data, snapshots };
+}
+
+const lines = readline.createInterface({ input: process.stdin });
+for await (const line of lines) {
+  if (!line.trim()) continue;
+  let answer;
+  try { answer = await run(JSON.parse(line)); } catch (error) { answer = { fatal: String(error?.stack ?? error) }; }
+  process.stdout.write(JSON.stringify(answer) + "\n");
+}
