@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chat import demo, views
+from chat import demo, openapi, views
 
 urlpatterns = [
     path("api/chat/<str:session_id>", views.chat_endpoint, name="helix-chat"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/chat/<str:session_id>/messages", views.messages_view, name="helix-chat-messages"),
     path("api/chat/<str:session_id>/stop", views.stop_view, name="helix-chat-stop"),
     path("api/sessions", views.SessionListView.as_view(), name="helix-sessions"),
+    path("api/schema", openapi.schema_view, name="helix-schema"),
     path("", demo.demo_page, name="demo"),
     path("demo/streams", demo.start_demo, name="demo-start"),
     path("demo/streams/<str:stream_id>/events", demo.demo_stream_events, name="demo-stream-events"),

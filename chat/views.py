@@ -59,7 +59,10 @@ def _csrf_failure(request: HttpRequest, caller: Caller) -> HttpResponseBase | No
     """Browsers authenticated by their cookie need a CSRF token; token clients do not."""
     if caller.via_token:
         return None
-    return CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})  # type: ignore[arg-type]
+    failure = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})  # type: ignore[arg-type]
+    if failure is None:
+        return None
+    return JsonResponse({"error": "CSRF token missing or incorrect", "code": "CSRF_FAILED"}, status=403)
 
 
 def _json_body(request: HttpRequest) -> Any:

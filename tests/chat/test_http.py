@@ -114,7 +114,8 @@ async def test_authentication_csrf_and_tokens() -> None:
     user = await sync_to_async(User.objects.create_user)("carol", password="pw-carol")
     browser = AsyncClient(enforce_csrf_checks=True)
     await sync_to_async(browser.force_login)(user)
-    assert (await post(browser, session_id, {"message": "hi"})).status_code == 403  # no CSRF token
+    refused = await post(browser, session_id, {"message": "hi"})  # no CSRF token
+    assert (refused.status_code, refused.json()["code"]) == (403, "CSRF_FAILED")
     token = await sync_to_async(Token.objects.create)(user=user)
     api = AsyncClient(enforce_csrf_checks=True)
     response = await post(api, session_id, {"message": "hi"}, {"Authorization": f"Token {token.key}"})
