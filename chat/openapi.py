@@ -185,6 +185,12 @@ SCHEMA: dict[str, Any] = {
                 "responses": {"200": {"description": "`{count, next, previous, results}`"}, **_errors(401)},
             }
         },
+        "/api/agents": {
+            "get": {
+                "summary": "The agents a chat may name",
+                "responses": {"200": {"description": "`[{name, description}]`"}, **_errors(401)},
+            }
+        },
         "/api/schema": {
             "get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}
         },

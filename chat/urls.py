@@ -12,7 +12,9 @@ urlpatterns = [
     path("api/chat/<str:session_id>/stop", views.stop_view, name="helix-chat-stop"),
     path("api/sessions", views.SessionListView.as_view(), name="helix-sessions"),
     path("api/schema", openapi.schema_view, name="helix-schema"),
-    path("", demo.demo_page, name="demo"),
+    path("api/agents", views.agents_view, name="helix-agents"),
+    path("", views.chat_page, name="chat"),
+    path("demo/", demo.demo_page, name="demo"),
     path("demo/streams", demo.start_demo, name="demo-start"),
     path("demo/streams/<str:stream_id>/events", demo.demo_stream_events, name="demo-stream-events"),
 ]

@@ -29,7 +29,16 @@ from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError, ValidationError
 
-__all__ = ["SessionListView", "chat_endpoint", "messages_view", "snapshot_view", "stop_view", "stream_endpoint"]
+__all__ = [
+    "SessionListView",
+    "agents_view",
+    "chat_endpoint",
+    "chat_page",
+    "messages_view",
+    "snapshot_view",
+    "stop_view",
+    "stream_endpoint",
+]
 
 
 class PayloadTooLargeError(HelixError):
@@ -236,3 +245,22 @@ class SessionListView(generics.ListAPIView):  # type: ignore[type-arg]
             return Session.objects.filter(owner=user).order_by("-updated_at")
         ids = self.request.session.get("helix_sessions", [])
         return Session.objects.filter(owner__isnull=True, pk__in=ids).order_by("-updated_at")
+
+
+async def agents_view(request: HttpRequest) -> HttpResponseBase:
+    """GET: the registered agents a chat may name (``name``, ``description``)."""
+    from workers.runtime.agents import agent_names, get_agent
+
+    try:
+        await caller_of(request)
+    except HelixError as exc:
+        return _error(exc)
+    agents = [get_agent(name) for name in agent_names()]
+    return JsonResponse([{"name": a.name, "description": a.description} for a in agents], safe=False)
+
+
+def chat_page(request: HttpRequest) -> HttpResponse:
+    """The demo chat page."""
+    from django.shortcuts import render
+
+    return render(request, "chat/chat.html")

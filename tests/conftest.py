@@ -88,12 +88,18 @@ def chat_client():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
-    """A `celery -A helix_site worker` process on its own queue."""
+def test_database(django_db_setup, django_db_blocker) -> str:  # type: ignore[no-untyped-def]
+    """The path of the test database, for the server and worker processes tests start."""
     from django.db import connection
 
     with django_db_blocker.unblock():
-        database = connection.settings_dict["NAME"]
+        return str(connection.settings_dict["NAME"])
+
+
+@pytest.fixture(scope="session")
+def celery_worker(test_database: str, redis_url: str) -> Iterator[dict[str, str]]:
+    """A `celery -A helix_site worker` process on its own queue."""
+    database = test_database
     queue = f"test-{uuid.uuid4().hex[:8]}"
     env = {
         **os.environ,

@@ -23,7 +23,7 @@ class Server:
 
     def start_stream(self) -> str:
         conn = self.connect()
-        conn.request("GET", "/")
+        conn.request("GET", "/demo/")
         page = conn.getresponse()
         assert page.status == 200
         assert b"Helix stream demo" in page.read()

@@ -35,7 +35,7 @@ def browser() -> Iterator[Browser]:
 def test_demo_page_resumes_a_dropped_stream_without_gaps_or_repeats(browser: Browser) -> None:
     with daphne({"HELIX_STREAM_BACKEND": "memory"}) as port:
         page = browser.new_page()
-        page.goto(f"http://127.0.0.1:{port}/")
+        page.goto(f"http://127.0.0.1:{port}/demo/")
         expect(page.get_by_role("heading", name="Helix stream demo")).to_be_visible()
         page.get_by_role("button", name="Start a stream").click()
         page.wait_for_function("Number(document.getElementById('seq').textContent) >= 6")

@@ -198,7 +198,7 @@ def research_script(messages: list[StoredMessage]) -> ScriptedTurn:
     if steps_done == 1:
         return ScriptedTurn(
             reasoning="Let me check one more angle.",
-            tool_calls=[ScriptedToolCall("search", {"query": f"{question[:30]} details"})],
+            tool_calls=[ScriptedToolCall("search", {"query": f"{question[:30].strip()} details"})],
         )
     paragraphs = [" ".join(_pick(f"{question}:{index}", 4)) for index in range(4)]
     answer = "Here is what I found.\n\n" + "\n\n".join(paragraphs) + "\n\nThat is the whole picture."

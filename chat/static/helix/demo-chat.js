@@ -1,0 +1,164 @@
+// The demo chat page: the real AI SDK chat (bundled into ./vendor/ai.js by bin/run) with the
+// Helix helpers. Reload mid-answer: the page loads the snapshot and resumes the stream.
+import { AbstractChat, DefaultChatTransport } from "./vendor/ai.js";
+import {
+  createResyncHandler, loadHelixSnapshot, prepareHelixChatRequest, prepareHelixReconnectRequest, shouldResume,
+} from "./helix-chat.js";
+
+const $ = (id) => document.getElementById(id);
+const csrf = document.querySelector("script[data-csrf]").dataset.csrf;
+const params = new URLSearchParams(location.search);
+const sessionId = params.get("session") ?? crypto.randomUUID();
+if (!params.get("session")) history.replaceState(null, "", `?session=${sessionId}`);
+
+const options = { sessionId, csrfToken: csrf, agent: localStorage.getItem(`helix-agent:${sessionId}`) ?? "chat" };
+let chat;
+let renderQueued = false;
+
+class PageState {
+  constructor(messages) { this.messages = messages; this._status = "ready"; this.error = undefined; }
+  get status() { return this._status; }
+  set status(value) { this._status = value; render(); }
+  get messages() { return this._messages; }
+  set messages(value) { this._messages = value; render(); }
+  pushMessage = (message) => { this.messages = this._messages.concat(message); };
+  popMessage = () => { this.messages = this._messages.slice(0, -1); };
+  replaceMessage = (index, message) => {
+    const next = this._messages.slice();
+    next[index] = structuredClone(message);
+    this.messages = next;
+  };
+  snapshot = (value) => structuredClone(value);
+}
+
+function activity(text, kind = "") {
+  const item = document.createElement("li");
+  item.textContent = text;
+  item.className = kind;
+  $("activity").prepend(item);
+  while ($("activity").children.length > 60) $("activity").lastChild.remove();
+}
+
+const subAgentLines = new Map();
+
+function subAgentText(chunk) {
+  let line = subAgentLines.get(chunk.agentId);
+  if (!line || !line.isConnected) {
+    activity(`${chunk.agentType}: `, "subagent-text");
+    line = $("activity").firstChild;
+    subAgentLines.set(chunk.agentId, line);
+  }
+  line.textContent += chunk.delta;
+}
+
+function onData(part) {
+  const data = part.data ?? {};
+  if (part.type === "data-search_progress") activity(`search “${data.query}”: ${data.done}/${data.total}`, "progress");
+  else if (part.type === "data-subagent-start") activity(`sub-agent ${data.subAgentType} started`, "subagent");
+  else if (part.type === "data-subagent-end") activity(`sub-agent ${data.subAgentType} finished`, "subagent");
+  else if (part.type === "data-subagent-chunk" && data.type === "text_delta") subAgentText(data);
+  else if (part.type === "data-state-patch") activity(`state: ${data.map((p) => `${p.op} ${p.path}`).join(", ")}`, "state");
+}
+
+function partNode(part) {
+  const node = document.createElement("div");
+  if (part.type === "text") {
+    node.className = "part text";
+    node.textContent = part.text;
+  } else if (part.type === "reasoning") {
+    node.className = "part reasoning";
+    node.textContent = part.text;
+  } else if (part.type === "dynamic-tool" || part.type.startsWith("tool-")) {
+    node.className = "part tool";
+    const name = part.toolName ?? part.type.slice(5);
+    node.innerHTML = `<b></b> <span class="state"></span><pre class="input"></pre><pre class="output"></pre>`;
+    node.querySelector("b").textContent = `🔧 ${name}`;
+    node.querySelector(".state").textContent = part.state;
+    node.querySelector(".state").classList.add(part.state);
+    node.querySelector(".input").textContent = JSON.stringify(part.input ?? null);
+    const result = part.state === "output-error" ? part.errorText : part.output !== undefined ? JSON.stringify(part.output) : "";
+    node.querySelector(".output").textContent = result ? `→ ${result}` : "";
+  } else {
+    return null;
+  }
+  return node;
+}
+
+function render() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    if (!chat) return;
+    const box = $("messages");
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    box.replaceChildren(...chat.state.messages.map((message) => {
+      const node = document.createElement("div");
+      node.className = `msg ${message.role}`;
+      node.dataset.id = message.id;
+      for (const part of message.parts) {
+        const child = partNode(part);
+        if (child) node.append(child);
+      }
+      return node;
+    }));
+    if (atBottom) box.scrollTop = box.scrollHeight;
+    const status = chat.state.status;
+    $("status").textContent = chat.state.error ? `error: ${chat.state.error.message}` : status;
+    $("stop").disabled = !(status === "streaming" || status === "submitted");
+    $("send").disabled = status === "streaming" || status === "submitted";
+  });
+}
+
+function makeChat(messages, resumeFromSequence) {
+  const chatOptions = Object.assign(options, { resumeFromSequence });
+  const transport = new DefaultChatTransport({
+    prepareSendMessagesRequest: prepareHelixChatRequest(chatOptions),
+    prepareReconnectToStreamRequest: prepareHelixReconnectRequest(chatOptions),
+  });
+  const state = new PageState(messages);
+  const resync = createResyncHandler({ sessionId, setMessages: (next) => { state.messages = next; }, onResync: () => activity("resynced after a worker change") });
+  class PageChat extends AbstractChat {
+    constructor() {
+      super({ id: sessionId, transport, state, onData: (part) => { onData(part); return resync(part); }, onError: (error) => activity(`error: ${error.message}`, "error") });
+    }
+  }
+  chat = new PageChat();
+  chat.state = state;
+  render();
+}
+
+async function loadAgents() {
+  const response = await fetch("/api/agents");
+  const agents = response.ok ? await response.json() : [{ name: "chat" }];
+  $("agent").replaceChildren(...agents.map((agent) => {
+    const option = new Option(agent.name, agent.name, false, agent.name === options.agent);
+    option.title = agent.description ?? "";
+    return option;
+  }));
+}
+
+$("agent").addEventListener("change", (event) => {
+  options.agent = event.target.value;
+  localStorage.setItem(`helix-agent:${sessionId}`, options.agent);
+});
+$("new-chat").addEventListener("click", () => { location.search = ""; });
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("input").value.trim();
+  if (!text) return;
+  $("input").value = "";
+  chat.sendMessage({ text });
+});
+$("stop").addEventListener("click", () => {
+  fetch(`/api/chat/${sessionId}/stop`, { method: "POST", headers: { "X-CSRFToken": csrf } });
+});
+
+await loadAgents();
+const snapshot = await loadHelixSnapshot({ sessionId });
+makeChat(snapshot?.messages ?? [], snapshot?.streamSequence);
+if (shouldResume(snapshot)) {
+  activity("resuming the answer in progress");
+  chat.resumeStream();
+}
+window.helixChat = chat;
