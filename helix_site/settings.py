@@ -108,6 +108,7 @@ HELIX = {
     "EXECUTOR": env_choice("HELIX_EXECUTOR", "inprocess", ("inprocess", "celery")),
     "ALLOW_ANONYMOUS": env_bool("HELIX_ALLOW_ANONYMOUS", False),
     "AGENT_MODULES": env_list("HELIX_AGENT_MODULES", ["workers.demo_agents"]),
+    "RATE_LIMIT": int(env_str("HELIX_RATE_LIMIT", "30")),
 }
 
 CELERY_BROKER_URL = REDIS_URL

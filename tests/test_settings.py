@@ -119,7 +119,7 @@ def test_environment_variables_configure_the_site() -> None:
     )
     assert _settings_in_subprocess(env, expression) == (
         "({'STREAMS': {'BACKEND': 'redis', 'OPTIONS': {'url': 'redis://cache:6380/3'}}, 'EXECUTOR': 'celery', "
-        "'ALLOW_ANONYMOUS': True, 'AGENT_MODULES': ['workers.demo_agents']}, "
+        "'ALLOW_ANONYMOUS': True, 'AGENT_MODULES': ['workers.demo_agents'], 'RATE_LIMIT': 30}, "
         "True, ['chat.example.com', 'api.example.com'], '/srv/helix/chat.sqlite3', 's3cret', "
         "'redis://cache:6380/3')"
     )

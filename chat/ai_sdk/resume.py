@@ -13,10 +13,10 @@ from chat.ai_sdk.replay import (
     unfinished_tool_events,
 )
 from chat.ai_sdk.snapshot import run_chunks
-from chat.ai_sdk.sse import ui_message_stream
+from chat.ai_sdk.sse import encode_ui_event, ui_message_stream
 from chat.ai_sdk.state import RunInfo
-from chat.ai_sdk.transformer import StreamTransformer, UIEvent
-from streams.backends.base import StreamManager
+from chat.ai_sdk.transformer import StreamTransformer
+from streams.backends.base import ResumableStreamReader, StreamManager
 
 __all__ = ["resume_run_stream"]
 
@@ -43,36 +43,50 @@ async def resume_run_stream(
     options = {"message_id": run.message_id, **(transformer_options or {})}
     transformer = StreamTransformer(**options)
     start = run.start_sequence
-    head: list[tuple[UIEvent, int | None]] = []
-    if from_sequence is None or from_sequence <= start:
-        position = start
-    else:
-        position = from_sequence
-        content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
-        if content_replay:
-            events, message_id, text_block, reasoning_block = create_replay_events(
-                content,
-                lambda: transformer.new_block_id("replay"),
-                lambda agent: transformer.message_id or transformer.generate_message_id(agent),
-            )
-            continue_transformer(transformer, content, message_id, text_block, reasoning_block)
-        else:
-            # The client shows the content in the snapshot's -partial message. No `start`: a
-            # 6.0.304+ client resets a message whose id `start` names (the stored steps carry the
-            # run's id) and so appends a fresh one, an older client continues the partial one.
-            # Either way the calls still in flight are re-announced where the results will land.
-            transformer.agent_id = content.agent_id
-            events = []
-            if run.step_count == 0 and not has_replay_content(content):
-                transformer._start(events, content.agent_id)  # nothing shown yet: name the message
-            transformer.started = True
-            events += unfinished_tool_events(content)
-            for event in events:
-                if event["type"] == "tool-input-start":
-                    transformer.tools_started.add(event["toolCallId"])
-            transformer.tools_known.update(tool.tool_call_id for tool in content.tool_calls)
-        head = [(event, position) for event in events]
+    position = start if from_sequence is None or from_sequence <= start else from_sequence
     reader = await manager.create_resumable_reader(session_id, position)
     if reader is None:
         return None
-    return ui_message_stream(reader.batches(), transformer, head=head)
+    if position == start:
+        return ui_message_stream(reader.batches(), transformer)
+    return _resumed(manager, session_id, run, position, reader, transformer, content_replay)
+
+
+async def _resumed(
+    manager: StreamManager,
+    session_id: str,
+    run: RunInfo,
+    position: int,
+    reader: ResumableStreamReader,
+    transformer: StreamTransformer,
+    content_replay: bool,
+) -> AsyncIterator[bytes]:
+    if content_replay:
+        # `start` needs only the message id: send it before reading the run's content, so the
+        # client hears back at once however long the run is.
+        message_id = transformer.message_id or transformer.generate_message_id(None)
+        yield encode_ui_event({"type": "start", "messageId": message_id}, position)
+        content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
+        events, message_id, text_block, reasoning_block = create_replay_events(
+            content, lambda: transformer.new_block_id("replay"), lambda agent: message_id
+        )
+        continue_transformer(transformer, content, message_id, text_block, reasoning_block)
+        events = events[1:]  # its start went out already
+    else:
+        # The client shows the content in the snapshot's -partial message. No `start`: a
+        # 6.0.304+ client resets a message whose id `start` names (the stored steps carry the
+        # run's id) and so appends a fresh one, an older client continues the partial one.
+        # Either way the calls still in flight are re-announced where the results will land.
+        content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
+        transformer.agent_id = content.agent_id
+        events = []
+        if run.step_count == 0 and not has_replay_content(content):
+            transformer._start(events, content.agent_id)  # nothing shown yet: name the message
+        transformer.started = True
+        events += unfinished_tool_events(content)
+        for event in events:
+            if event["type"] == "tool-input-start":
+                transformer.tools_started.add(event["toolCallId"])
+        transformer.tools_known.update(tool.tool_call_id for tool in content.tool_calls)
+    async for part in ui_message_stream(reader.batches(), transformer, head=[(event, position) for event in events]):
+        yield part

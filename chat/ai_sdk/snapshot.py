@@ -32,8 +32,7 @@ class SnapshotDeps:
 
 async def run_chunks(manager: StreamManager, session_id: str, run: RunInfo, up_to: int) -> list[StoredChunk]:
     """The chunks of ``run`` (after its start sequence) up to sequence ``up_to``."""
-    chunks = await manager.get_chunks_from_sequence(session_id, run.start_sequence)
-    return [item for item in chunks if item[1] <= up_to]
+    return await manager.get_chunks_from_sequence(session_id, run.start_sequence, up_to=up_to)
 
 
 def _uncommitted(chunks: list[StoredChunk], loaded_messages: int, run: RunInfo) -> list[StoredChunk]:

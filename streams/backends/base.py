@@ -156,18 +156,24 @@ class StreamManager(abc.ABC):
         """Every stored chunk of the stream with its sequence (``[]`` for an unknown stream)."""
         return await self.get_chunks_from_sequence(stream_id, 0)
 
-    async def get_chunks_from_sequence(self, stream_id: str, after_sequence: int) -> list[StoredChunk]:
-        """Stored chunks with a sequence greater than ``after_sequence``."""
+    async def get_chunks_from_sequence(
+        self, stream_id: str, after_sequence: int, up_to: int | None = None
+    ) -> list[StoredChunk]:
+        """Stored chunks with a sequence greater than ``after_sequence`` (and at most ``up_to``)."""
         result: list[StoredChunk] = []
         cursor = after_sequence
-        while True:
-            page = await self._read_page(stream_id, cursor, self.bulk_page_size)
+        while up_to is None or cursor < up_to:
+            limit = self.bulk_page_size if up_to is None else min(self.bulk_page_size, up_to - cursor)
+            page = await self._read_page(stream_id, cursor, limit)
             if page is None:
                 return result
             result.extend(page.chunks)
-            if len(page.chunks) < self.bulk_page_size:
-                return result
+            if len(page.chunks) < limit:
+                break
             cursor = page.chunks[-1][1]
+        if up_to is not None and result and result[-1][1] > up_to:
+            result = [item for item in result if item[1] <= up_to]
+        return result
 
     async def get_chunks_from_step(self, stream_id: str, step: int, *, min_sequence: int = 0) -> list[StoredChunk]:
         """Stored chunks from the start of ``step`` on, as marked by ``writer.begin_step``.
