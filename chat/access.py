@@ -11,11 +11,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.http import HttpRequest
 
 from chat.models import Session
+from chat.store import db
 from streams.conf import helix_settings
 from streams.exceptions import HelixError
 
@@ -83,7 +83,7 @@ class Caller:
             self.request.session[ANONYMOUS_KEY] = list(self.anonymous_sessions)
             self.request.session.save()
 
-        await sync_to_async(save)()
+        await db(save)()
 
 
 def _token_user(key: str) -> int | None:
@@ -98,16 +98,22 @@ async def caller_of(request: HttpRequest) -> Caller:
     :class:`UnauthorizedError` for a bad token, or for no user when anonymous mode is off."""
     header = request.headers.get("Authorization", "")
     if header.startswith("Token "):
-        user_id = await sync_to_async(_token_user)(header[6:].strip())
+        user_id = await db(_token_user)(header[6:].strip())
         if user_id is None:
             raise UnauthorizedError("Invalid token")
         return Caller(user_id, True, [], request)
-    user = await request.auser()
-    if user.is_authenticated:
-        return Caller(user.pk, False, [], request)
+
+    def from_cookie() -> tuple[int | None, list[str]]:
+        user = request.user  # loads the Django session and the user, here rather than per request thread
+        if user.is_authenticated:
+            return user.pk, []
+        return None, list(request.session.get(ANONYMOUS_KEY, []))
+
+    user_id, sessions = await db(from_cookie)()
+    if user_id is not None:
+        return Caller(user_id, False, [], request)
     if not helix_settings.ALLOW_ANONYMOUS:
         raise UnauthorizedError()
-    sessions = await sync_to_async(lambda: list(request.session.get(ANONYMOUS_KEY, [])))()
     return Caller(None, False, sessions, request)
 
 
@@ -123,7 +129,7 @@ async def session_access(caller: Caller, session_id: str) -> bool:
         key = uuid.UUID(session_id)
     except ValueError:
         raise NotFoundError(f"Session {session_id} not found") from None
-    exists, owner_id = await sync_to_async(_owner_of)(key)
+    exists, owner_id = await db(_owner_of)(key)
     if not exists:
         return False
     if caller.user_id is not None and owner_id == caller.user_id:

@@ -1,10 +1,11 @@
 """The Django state store: the bridge's :class:`StateStore` and the runtime's :class:`RunRecorder`
-on the chat models. Database work runs in a thread (``sync_to_async``) inside transactions."""
+on the chat models. Database work runs in worker threads (:func:`db`), inside transactions."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
@@ -15,7 +16,21 @@ from chat.models import Checkpoint, Message, Run, Session
 from streams.messages import StoredMessage
 from workers.runtime.persistence import RunConflictError, RunOutcome, RunRecorder, SessionSnapshot, UnknownSessionError
 
-__all__ = ["DjangoStateStore"]
+__all__ = ["DjangoStateStore", "db"]
+
+
+def db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """Run database work in a worker thread, not the request's thread-sensitive one.
+
+    Django gives each ASGI request a thread for thread-sensitive calls and keeps it until the
+    request ends; for a stream that is open for minutes, that would be a thread per stream. Each
+    call here is one self-contained unit (a transaction at most), so any thread will do: each
+    has its own connection.
+    """
+    return sync_to_async(function, thread_sensitive=False)
+
+
+T = TypeVar("T")
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -51,37 +66,50 @@ class DjangoStateStore(StateStore, RunRecorder):
 
     async def session_exists(self, session_id: str) -> bool:
         key = _uuid(session_id)
-        return key is not None and await Session.objects.filter(pk=key).aexists()
+        return key is not None and await db(Session.objects.filter(pk=key).exists)()
 
     async def get_messages(self, session_id: str, offset: int = 0, limit: int | None = None) -> MessagePage:
         key = _uuid(session_id)
         if key is None:
             return MessagePage([], False, 0)
-        query = Message.objects.for_session(key)
-        total = await query.acount()
-        end = total if limit is None else offset + limit
-        rows = [message.to_stored() async for message in query[offset:end]]
-        return MessagePage(rows, end < total, total)
+
+        def read() -> MessagePage:
+            query = Message.objects.for_session(key)
+            total = query.count()
+            end = total if limit is None else offset + limit
+            return MessagePage([m.to_stored() for m in query[offset:end]], end < total, total)
+
+        return await db(read)()
 
     async def get_state(self, session_id: str) -> dict[str, Any]:
         key = _uuid(session_id)
-        session = await Session.objects.filter(pk=key).only("state").afirst() if key else None
+        if key is None:
+            return {}
+        session = await db(Session.objects.filter(pk=key).only("state").first)()
         return dict(session.state) if session else {}
 
     async def get_current_run(self, session_id: str) -> RunInfo | None:
         key = _uuid(session_id)
-        run = await Run.objects.for_session(key).latest_first().afirst() if key else None
+        if key is None:
+            return None
+        run = await db(Run.objects.for_session(key).latest_first().first)()
         return _run_info(run) if run else None
 
     async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
         key = _uuid(session_id)
-        run = await Run.objects.for_session(key).latest_first().afirst() if key else None
-        if run is None:
+        if key is None:
             return None
-        checkpoint = await Checkpoint.objects.filter(run=run).order_by("-step").afirst()
-        if checkpoint is None:
-            return None
-        return CheckpointInfo(str(checkpoint.id), checkpoint.step, checkpoint.message_count, checkpoint.stream_sequence)
+
+        def read() -> CheckpointInfo | None:
+            run = Run.objects.for_session(key).latest_first().first()
+            checkpoint = Checkpoint.objects.filter(run=run).order_by("-step").first() if run else None
+            if checkpoint is None:
+                return None
+            return CheckpointInfo(
+                str(checkpoint.id), checkpoint.step, checkpoint.message_count, checkpoint.stream_sequence
+            )
+
+        return await db(read)()
 
     # -- RunRecorder (written by executors and the runtime) -------------------------------------
 
@@ -101,7 +129,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         if key is None:
             raise UnknownSessionError(f"Invalid session id {session_id!r}")
         try:
-            return await sync_to_async(self._start_run)(
+            return await db(self._start_run)(
                 key, agent, user_message, messages, state, start_sequence, message_id, owner_id
             )
         except IntegrityError:  # another request started a run between our check and insert
@@ -152,20 +180,27 @@ class DjangoStateStore(StateStore, RunRecorder):
 
     async def load_session(self, session_id: str) -> SessionSnapshot:
         key = _uuid(session_id)
-        session = await Session.objects.filter(pk=key).afirst() if key else None
-        if session is None:
+
+        def read() -> SessionSnapshot | None:
+            session = Session.objects.filter(pk=key).first() if key else None
+            if session is None:
+                return None
+            messages = [m.to_stored() for m in Message.objects.for_session(key)]
+            return SessionSnapshot(str(session.pk), session.agent, messages, dict(session.state))
+
+        snapshot = await db(read)()
+        if snapshot is None:
             raise UnknownSessionError(f"Session {session_id} not found")
-        messages = [m.to_stored() async for m in Message.objects.for_session(key)]
-        return SessionSnapshot(str(session.pk), session.agent, messages, dict(session.state))
+        return snapshot
 
     async def mark_running(self, run_id: str, *, worker: str = "") -> None:
         now = timezone.now()
-        await Run.objects.filter(pk=run_id).aupdate(status=Run.Status.RUNNING, started_at=now, worker=worker)
+        await db(Run.objects.filter(pk=run_id).update)(status=Run.Status.RUNNING, started_at=now, worker=worker)
 
     async def commit_step(
         self, run_id: str, step: int, messages: list[StoredMessage], state: dict[str, Any], stream_sequence: int
     ) -> tuple[str, int]:
-        return await sync_to_async(self._commit_step)(run_id, step, messages, state, stream_sequence)
+        return await db(self._commit_step)(run_id, step, messages, state, stream_sequence)
 
     @transaction.atomic
     def _commit_step(
@@ -188,7 +223,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         return str(checkpoint.id), count
 
     async def finish_run(self, run_id: str, outcome: RunOutcome) -> None:
-        await sync_to_async(self._finish_run)(run_id, outcome)
+        await db(self._finish_run)(run_id, outcome)
 
     @transaction.atomic
     def _finish_run(self, run_id: str, outcome: RunOutcome) -> None:
@@ -206,17 +241,14 @@ class DjangoStateStore(StateStore, RunRecorder):
         session.save(update_fields=["status", "updated_at"])
 
     async def run_status(self, run_id: str) -> str:
-        run = await Run.objects.filter(pk=run_id).only("status").afirst()
-        return run.status if run else "failed"
+        status = await db(Run.objects.filter(pk=run_id).values_list("status", flat=True).first)()
+        return str(status) if status else "failed"
 
     async def request_stop(self, session_id: str) -> bool:
         """Mark the session's active run interrupted; its runtime stops at the next safe point."""
         key = _uuid(session_id)
         if key is None:
             return False
-        updated = (
-            await Run.objects.for_session(key)
-            .filter(status__in=["queued", "running"])
-            .aupdate(status=Run.Status.INTERRUPTED, finished_at=timezone.now())
-        )
+        query = Run.objects.for_session(key).filter(status__in=["queued", "running"])
+        updated = await db(query.update)(status=Run.Status.INTERRUPTED, finished_at=timezone.now())
         return updated > 0

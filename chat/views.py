@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -25,6 +24,7 @@ from chat.access import Caller, RateLimitedError, caller_of, check_rate_limit, s
 from chat.handler import HandlerResponse, error_response
 from chat.models import Session
 from chat.runtime import get_handler
+from chat.store import db
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError, ValidationError
@@ -99,9 +99,9 @@ async def chat_endpoint(request: HttpRequest, session_id: str) -> HttpResponseBa
         if request.method == "POST":
             if (failure := _csrf_failure(request, caller)) is not None:
                 return failure
-            body = await sync_to_async(_json_body)(request)
+            body = await db(_json_body)(request)
             await session_access(caller, session_id)
-            await sync_to_async(check_rate_limit)(caller)
+            await db(check_rate_limit)(caller)
             response = await get_handler().handle_post(session_id, body, owner_id=caller.user_id)
             if response.status == 200 and caller.user_id is None:
                 await caller.remember(session_id)
