@@ -118,7 +118,6 @@ class Executor(abc.ABC):
         self.recorder = recorder
         self.streams = streams
 
-    @abc.abstractmethod
     async def execute(
         self,
         agent: Agent | str,
@@ -130,11 +129,25 @@ class Executor(abc.ABC):
         message_id: str | None = None,
         owner_id: int | None = None,
     ) -> RunHandle:
-        """Start a run of ``agent`` for ``message`` (see :func:`start_run`)."""
-
-    async def _start(self, agent: Agent | str, message: Any, **options: Any) -> tuple[Agent, RunHandle]:
+        """Start a run of ``agent`` for ``message`` (see :func:`start_run`) and launch it."""
         resolved = get_agent(agent) if isinstance(agent, str) else agent
-        return resolved, await start_run(self.recorder, self.streams, resolved, message, **options)
+        handle = await start_run(
+            self.recorder,
+            self.streams,
+            resolved,
+            message,
+            session_id=session_id,
+            messages=messages,
+            state=state,
+            message_id=message_id,
+            owner_id=owner_id,
+        )
+        await self._launch(resolved, handle)
+        return handle
+
+    @abc.abstractmethod
+    async def _launch(self, agent: Agent, handle: RunHandle) -> None:
+        """Get the recorded run executed, and give ``handle`` a way to wait for its outcome."""
 
 
 class InProcessExecutor(Executor):
@@ -144,33 +157,13 @@ class InProcessExecutor(Executor):
         super().__init__(recorder, streams)
         self._tasks: set[asyncio.Task[RunOutcome]] = set()
 
-    async def execute(
-        self,
-        agent: Agent | str,
-        message: str | StoredMessage | None,
-        session_id: str | None = None,
-        messages: list[StoredMessage] | None = None,
-        state: dict[str, Any] | None = None,
-        *,
-        message_id: str | None = None,
-        owner_id: int | None = None,
-    ) -> RunHandle:
-        resolved, handle = await self._start(
-            agent,
-            message,
-            session_id=session_id,
-            messages=messages,
-            state=state,
-            message_id=message_id,
-            owner_id=owner_id,
-        )
+    async def _launch(self, agent: Agent, handle: RunHandle) -> None:
         task = asyncio.get_running_loop().create_task(
-            execute_run(self.recorder, self.streams, handle.run_id, handle.session_id, resolved, handle.message_id)
+            execute_run(self.recorder, self.streams, handle.run_id, handle.session_id, agent, handle.message_id)
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         handle._result = task
-        return handle
 
 
 RUN_TASK = "helix.run_agent"
@@ -186,31 +179,12 @@ class CeleryExecutor(Executor):
         self.queue = queue
         self.poll_interval = poll_interval
 
-    async def execute(
-        self,
-        agent: Agent | str,
-        message: str | StoredMessage | None,
-        session_id: str | None = None,
-        messages: list[StoredMessage] | None = None,
-        state: dict[str, Any] | None = None,
-        *,
-        message_id: str | None = None,
-        owner_id: int | None = None,
-    ) -> RunHandle:
+    async def _launch(self, agent: Agent, handle: RunHandle) -> None:
         from asgiref.sync import sync_to_async
         from celery import current_app
 
-        _, handle = await self._start(
-            agent,
-            message,
-            session_id=session_id,
-            messages=messages,
-            state=state,
-            message_id=message_id,
-            owner_id=owner_id,
-        )
         options = {"queue": self.queue} if self.queue else {}
-        await sync_to_async(current_app.send_task)(RUN_TASK, args=[handle.run_id], **options)
+        await sync_to_async(current_app.send_task, thread_sensitive=False)(RUN_TASK, args=[handle.run_id], **options)
 
         async def poll() -> RunOutcome:
             while True:
@@ -220,4 +194,3 @@ class CeleryExecutor(Executor):
                 await asyncio.sleep(self.poll_interval)
 
         handle._poll = poll
-        return handle
