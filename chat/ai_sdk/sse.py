@@ -41,20 +41,26 @@ async def ui_message_stream(
 ) -> AsyncIterator[bytes]:
     """SSE bytes for ``(chunk, sequence)`` pairs (or batches of them, as ``reader.batches()``
     yields): ``head`` events first (content replay), the transformed chunks with ``id:`` lines,
-    then ``finalize()``'s events and ``data: [DONE]``. The body ends when this generator does."""
-    head_bytes = b"".join([encode_ui_event(event, sequence) for event, sequence in head])
-    if head_bytes:
-        yield head_bytes
-    async for item in chunks:
-        batch: Any = (item,) if _is_pair(item) else item
-        parts: list[bytes] = []
-        for chunk, sequence in batch:
-            events, _ = transformer.transform(chunk, sequence)
-            for event in events:
-                parts.append(encode_ui_event(event, sequence))
-        if parts:
-            yield b"".join(parts)
-    yield encode_ui_events(transformer.finalize(finish_reason)) + DONE
+    then ``finalize()``'s events and ``data: [DONE]``. The body ends when this generator does;
+    closing it early closes ``chunks`` (and so the reader behind them)."""
+    try:
+        head_bytes = b"".join([encode_ui_event(event, sequence) for event, sequence in head])
+        if head_bytes:
+            yield head_bytes
+        async for item in chunks:
+            batch: Any = (item,) if _is_pair(item) else item
+            parts: list[bytes] = []
+            for chunk, sequence in batch:
+                events, _ = transformer.transform(chunk, sequence)
+                for event in events:
+                    parts.append(encode_ui_event(event, sequence))
+            if parts:
+                yield b"".join(parts)
+        yield encode_ui_events(transformer.finalize(finish_reason)) + DONE
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:  # a client that left: close the reader behind the chunks
+            await aclose()
 
 
 def _is_pair(item: Any) -> bool:

@@ -383,17 +383,23 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         return item
 
     async def batches(self) -> AsyncIterator[list[StoredChunk]]:
-        """Yield the chunks in lists as they arrive (pages when catching up, live batches after)."""
-        while True:
-            if self._buffer:
-                batch = list(self._buffer)
-                self._buffer.clear()
-                self.current_sequence = batch[-1][1]
-                yield batch
-                continue
-            if self._finished:
-                return
-            await self._fill()
+        """Yield the chunks in lists as they arrive (pages when catching up, live batches after).
+
+        Leaving the loop early (a client that disconnected) closes the reader.
+        """
+        try:
+            while True:
+                if self._buffer:
+                    batch = list(self._buffer)
+                    self._buffer.clear()
+                    self.current_sequence = batch[-1][1]
+                    yield batch
+                    continue
+                if self._finished:
+                    return
+                await self._fill()
+        finally:
+            self._release()
 
     def _accept(self, chunks: list[StoredChunk]) -> bool:
         """Buffer the part of ``chunks`` that follows the cursor; False if there is a gap."""
@@ -473,12 +479,15 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    async def aclose(self) -> None:
-        """Stop reading; the stream and its producer are not affected."""
+    def _release(self) -> None:
         self._finished = True
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None
+
+    async def aclose(self) -> None:
+        """Stop reading; the stream and its producer are not affected."""
+        self._release()
 
     async def __aenter__(self) -> ResumableStreamReader:
         return self

@@ -1,0 +1,103 @@
+"""Resume streams served straight from ASGI, outside Django's per-request handling.
+
+Django's ASGI handler gives every request a thread for thread-sensitive work (it sends
+``request_started`` through one) and keeps it until the request ends. A resumed stream can stay
+open for minutes, so under Django each would hold a thread. :class:`StreamRouter` sends ``GET
+/api/chat/<id>`` and ``GET /api/chat/<id>/stream`` to this app instead; it authenticates like the
+views (token header, or the Django session cookie), checks ownership, and streams the
+framework-agnostic :class:`~chat.handler.HandlerResponse`, stopping its reader when the client
+disconnects. Every other request goes to Django unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import re
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user
+from django.core.handlers.asgi import ASGIRequest
+from django.utils.functional import SimpleLazyObject
+from django.utils.module_loading import import_string
+
+from chat.access import caller_of, session_access
+from chat.handler import HandlerResponse, error_response
+from streams.exceptions import HelixError
+
+__all__ = ["StreamRouter"]
+
+STREAM_PATH = re.compile(r"^/api/chat/(?P<session_id>[^/]+)(?:/stream)?/?$")
+
+
+def _request(scope: dict[str, Any]) -> ASGIRequest:
+    """A Django request for ``scope`` with the session and user the middleware would attach."""
+    request = ASGIRequest(scope, io.BytesIO())
+    engine = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
+    request.session = engine(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
+    request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
+    return request
+
+
+async def _send_response(response: HandlerResponse, receive: Any, send: Any) -> None:
+    headers = [
+        (k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items() if k.lower() != "connection"
+    ]
+    if response.is_stream and not any(k == b"content-type" for k, _ in headers):
+        headers.append((b"content-type", b"text/event-stream"))
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    if response.body is None or isinstance(response.body, str):
+        await send({"type": "http.response.body", "body": (response.body or "").encode()})
+        return
+    body = response.body
+
+    async def pump() -> None:
+        async for part in body:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    streaming, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait((streaming, watching), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (streaming, watching):
+            task.cancel()
+        for task in (streaming, watching):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        aclose = getattr(body, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+class StreamRouter:
+    """ASGI: resume GETs to the stream app, everything else to ``django_app``."""
+
+    def __init__(self, django_app: Any) -> None:
+        self.django_app = django_app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        match = STREAM_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if match is None or scope.get("method") != "GET":
+            await self.django_app(scope, receive, send)
+            return
+        await _send_response(await self.resume(scope, match["session_id"]), receive, send)
+
+    async def resume(self, scope: dict[str, Any], session_id: str) -> HandlerResponse:
+        from chat.runtime import get_handler
+
+        request = _request(scope)
+        try:
+            caller = await caller_of(request)
+            if not await session_access(caller, session_id):
+                return HandlerResponse(204)
+            return await get_handler().handle_resume(session_id, request)
+        except HelixError as exc:
+            return error_response(exc)

@@ -1,0 +1,102 @@
+"""The ASGI stream route: resumes bypass Django's request handling; a disconnect frees the reader."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+
+from chat.asgi_stream import StreamRouter
+from chat.models import Run, Session
+from streams.backends import get_stream_manager
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def scope(path: str, method: str = "GET", headers: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 5000),
+        "scheme": "http",
+        "http_version": "1.1",
+    }
+
+
+async def owned_session() -> tuple[str, str]:
+    user = await sync_to_async(User.objects.create_user)(f"u-{uuid.uuid4().hex[:6]}", password="pw-asgi")
+    token = await sync_to_async(Token.objects.create)(user=user)
+    session = await sync_to_async(Session.objects.create)(agent="chat", owner=user)
+    await sync_to_async(Run.objects.create)(session=session, agent="chat", status="running", message_id="m-1")
+    writer = await get_stream_manager().create_writer(str(session.pk), "run-1")
+    await writer.write({"type": "text_delta", "delta": "Hello"})
+    return str(session.pk), token.key
+
+
+async def test_other_requests_go_to_django() -> None:
+    calls: list[str] = []
+
+    async def django_app(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(f"{scope['method']} {scope['path']}")
+
+    router = StreamRouter(django_app)
+    for method, path in (("POST", "/api/chat/x"), ("GET", "/api/chat/x/snapshot"), ("GET", "/")):
+        await router(scope(path, method), None, None)
+    assert calls == ["POST /api/chat/x", "GET /api/chat/x/snapshot", "GET /"]
+
+
+async def test_a_resume_streams_and_a_disconnect_releases_the_reader() -> None:
+    session_id, token = await owned_session()
+    sent: list[dict[str, Any]] = []
+    disconnect = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def django_app(*args: Any) -> None:
+        raise AssertionError("a resume must not reach Django")
+
+    task = asyncio.ensure_future(
+        StreamRouter(django_app)(
+            scope(f"/api/chat/{session_id}/stream", headers={"Authorization": f"Token {token}"}), receive, send
+        )
+    )
+    for _ in range(100):
+        if any(b'"delta":"Hello"' in m.get("body", b"") for m in sent):
+            break
+        await asyncio.sleep(0.02)
+    assert sent[0]["status"] == 200 and (b"x-vercel-ai-ui-message-stream", b"v1") in sent[0]["headers"]
+    stream = get_stream_manager()._streams[session_id]  # type: ignore[attr-defined]
+    assert len(stream.subscribers) == 1  # tailing the live stream
+    disconnect.set()
+    await asyncio.wait_for(task, 5)
+    assert len(stream.subscribers) == 0  # the client left: the reader is closed
+    assert (await get_stream_manager().get_stream_info(session_id)).status == "active"  # type: ignore[union-attr]
+
+
+async def test_another_users_resume_is_404_and_unknown_is_204() -> None:
+    session_id, _ = await owned_session()
+    _, other_token = await owned_session()
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    router = StreamRouter(None)
+    await router(scope(f"/api/chat/{session_id}", headers={"Authorization": f"Token {other_token}"}), None, send)
+    await router(scope(f"/api/chat/{uuid.uuid4()}", headers={"Authorization": f"Token {other_token}"}), None, send)
+    await router(scope(f"/api/chat/{session_id}"), None, send)
+    assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [404, 204, 401]
