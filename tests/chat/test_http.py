@@ -220,3 +220,28 @@ async def test_anonymous_mode() -> None:
         assert [s["id"] for s in (await visitor.get("/api/sessions")).json()["results"]] == [session_id]
         assert (await stranger.get("/api/sessions")).json()["results"] == []
     assert (await visitor.get(f"/api/chat/{session_id}/snapshot")).status_code == 401
+
+
+async def test_regenerate_replaces_the_last_answer_and_a_continuation_keeps_its_id() -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    first = ui_body("Hello", session_id)
+    events = await read_events(await post(alice, session_id, first))
+    old_id = events[0]["messageId"]
+    regenerate = {"id": session_id, "messages": first["messages"], "trigger": "regenerate-message", "messageId": old_id}
+    events = await read_events(await post(alice, session_id, regenerate))
+    new_id = events[0]["messageId"]
+    assert new_id != old_id
+    snapshot = (await alice.get(f"/api/chat/{session_id}/snapshot")).json()
+    assert [(m["role"], m["id"]) for m in snapshot["messages"]] == [
+        ("user", first["messages"][0]["id"]),
+        ("assistant", new_id),
+    ]
+    continuation = {
+        "id": session_id,
+        "messages": [*snapshot["messages"]],
+        "trigger": "submit-message",
+    }
+    events = await read_events(await post(alice, session_id, continuation))
+    assert events[0] == {"type": "start", "messageId": new_id}  # one assistant message, continued
+    assert await Run.objects.filter(session_id=session_id).acount() == 3
