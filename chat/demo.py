@@ -15,6 +15,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from chat.handler import error_response
+from chat.views import to_django
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError, StreamFailedError, StreamNotFoundError
@@ -24,10 +26,6 @@ from workers.demo import start_demo_stream
 __all__ = ["demo_page", "demo_stream_events", "start_demo"]
 
 _SSE_HEADERS = {k: v for k, v in UI_MESSAGE_STREAM_HEADERS.items() if k not in ("connection", "content-type")}
-
-
-def _error(exc: HelixError) -> JsonResponse:
-    return JsonResponse(exc.as_dict(), status=exc.status_code)
 
 
 @require_GET
@@ -58,6 +56,6 @@ async def demo_stream_events(request: HttpRequest, stream_id: str) -> HttpRespon
                 raise StreamNotFoundError(stream_id)
             raise StreamFailedError(stream_id, info.error)
     except HelixError as exc:
-        return _error(exc)
+        return to_django(error_response(exc))
     body = with_keep_alive(wire_events(reader), helix_settings.SSE_KEEPALIVE_SECONDS)
     return StreamingHttpResponse(body, content_type="text/event-stream", headers=_SSE_HEADERS)

@@ -20,7 +20,7 @@ from rest_framework import generics, pagination, serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.permissions import BasePermission
 
-from chat.access import Caller, RateLimitedError, caller_of, check_rate_limit, session_access
+from chat.access import Caller, NotFoundError, RateLimitedError, caller_of, check_rate_limit, session_access
 from chat.handler import HandlerResponse, error_response
 from chat.models import Session
 from chat.runtime import get_handler
@@ -121,8 +121,6 @@ async def chat_endpoint(request: HttpRequest, session_id: str) -> HttpResponseBa
 
 
 def _not_found(session_id: str) -> HelixError:
-    from chat.access import NotFoundError
-
     return NotFoundError(f"Session {session_id} not found")
 
 
