@@ -24,7 +24,9 @@ from django.utils.functional import SimpleLazyObject
 from django.utils.module_loading import import_string
 
 from chat.access import caller_of, session_access
+from chat.flow_control import flow_controlled
 from chat.handler import HandlerResponse, error_response
+from streams.conf import helix_settings
 from streams.exceptions import HelixError
 
 __all__ = ["StreamRouter"]
@@ -78,12 +80,20 @@ async def _send_response(response: HandlerResponse, receive: Any, send: Any) -> 
 
 
 class StreamRouter:
-    """ASGI: resume GETs to the stream app, everything else to ``django_app``."""
+    """ASGI: resume GETs to the stream app, everything else to ``django_app``; writes flow-controlled.
+
+    Every HTTP response's ``send`` waits while the client's socket is full (see
+    :mod:`chat.flow_control`), so a slow reader slows its own stream instead of growing the
+    server's memory, and one that stops reading is disconnected after
+    ``HELIX['SLOW_CLIENT_TIMEOUT_SECONDS']``.
+    """
 
     def __init__(self, django_app: Any) -> None:
         self.django_app = django_app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            send = flow_controlled(send, stall_timeout=float(helix_settings.SLOW_CLIENT_TIMEOUT_SECONDS))
         match = STREAM_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
         if match is None or scope.get("method") != "GET":
             await self.django_app(scope, receive, send)

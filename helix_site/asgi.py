@@ -1,7 +1,7 @@
 """ASGI entry point: ``daphne helix_site.asgi:application``.
 
 HTTP goes to Django, except resumed streams, which ``chat.asgi_stream`` serves without a
-thread per open stream;
+thread per open stream, and every response waits for slow clients (`chat.flow_control`);
 the Channels router leaves room for more protocols. With ``DJANGO_DEBUG`` on, static files are
 served too, so the embedded default needs no web server in front.
 """

@@ -109,6 +109,7 @@ HELIX = {
     "ALLOW_ANONYMOUS": env_bool("HELIX_ALLOW_ANONYMOUS", False),
     "AGENT_MODULES": env_list("HELIX_AGENT_MODULES", ["workers.demo_agents"]),
     "RATE_LIMIT": int(env_str("HELIX_RATE_LIMIT", "30")),
+    "SLOW_CLIENT_TIMEOUT_SECONDS": float(env_str("HELIX_SLOW_CLIENT_TIMEOUT", "30")),
 }
 
 CELERY_BROKER_URL = REDIS_URL

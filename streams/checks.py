@@ -84,9 +84,8 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                 id="helix.E007",
             )
         )
-    keepalive = helix_settings.SSE_KEEPALIVE_SECONDS
-    if isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)) or keepalive <= 0:
-        errors.append(
-            Error(f"HELIX['SSE_KEEPALIVE_SECONDS'] must be a positive number, not {keepalive!r}.", id="helix.E008")
-        )
+    for name in ("SSE_KEEPALIVE_SECONDS", "SLOW_CLIENT_TIMEOUT_SECONDS"):
+        seconds = getattr(helix_settings, name)
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            errors.append(Error(f"HELIX['{name}'] must be a positive number, not {seconds!r}.", id="helix.E008"))
     return errors

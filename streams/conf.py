@@ -10,6 +10,7 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         },
         "EXECUTOR": "inprocess",           # "inprocess" or "celery"
         "SSE_KEEPALIVE_SECONDS": 15.0,     # idle time before an SSE keep-alive comment
+        "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,  # a client that reads nothing this long is dropped
         "ALLOW_ANONYMOUS": False,          # visitors without an account may chat
         "RATE_LIMIT": 30,                  # chat POSTs per caller and minute (0: no limit)
         "MAX_MESSAGE_CHARS": 20_000,       # longest user message
@@ -40,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "STREAMS": {"BACKEND": "memory", "OPTIONS": {}},
     "EXECUTOR": "inprocess",
     "SSE_KEEPALIVE_SECONDS": 15.0,
+    "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,
     "ALLOW_ANONYMOUS": False,
     "RATE_LIMIT": 30,
     "MAX_MESSAGE_CHARS": 20_000,

@@ -56,6 +56,7 @@ def test_partial_settings_merge_over_defaults_and_pick_the_backend() -> None:
         ({"STREAMS": {"BACKEND": "redis", "OPTIONS": {"url": "http://x"}}}, ["helix.E006"]),
         ({"EXECUTOR": "threads"}, ["helix.E007"]),
         ({"SSE_KEEPALIVE_SECONDS": 0}, ["helix.E008"]),
+        ({"SLOW_CLIENT_TIMEOUT_SECONDS": "soon"}, ["helix.E008"]),
     ],
 )
 def test_system_checks_name_the_broken_setting(settings: dict[str, object], expected: list[str]) -> None:
@@ -112,6 +113,7 @@ def test_environment_variables_configure_the_site() -> None:
         "DATABASE_URL": "sqlite:////srv/helix/chat.sqlite3",
         "DJANGO_SECRET_KEY": "s3cret",
         "HELIX_ALLOW_ANONYMOUS": "1",
+        "HELIX_SLOW_CLIENT_TIMEOUT": "12.5",
     }
     expression = (
         "settings.HELIX, settings.DEBUG, settings.ALLOWED_HOSTS, settings.DATABASES['default']['NAME'],"
@@ -119,8 +121,8 @@ def test_environment_variables_configure_the_site() -> None:
     )
     assert _settings_in_subprocess(env, expression) == (
         "({'STREAMS': {'BACKEND': 'redis', 'OPTIONS': {'url': 'redis://cache:6380/3'}}, 'EXECUTOR': 'celery', "
-        "'ALLOW_ANONYMOUS': True, 'AGENT_MODULES': ['workers.demo_agents'], 'RATE_LIMIT': 30}, "
-        "True, ['chat.example.com', 'api.example.com'], '/srv/helix/chat.sqlite3', 's3cret', "
+        "'ALLOW_ANONYMOUS': True, 'AGENT_MODULES': ['workers.demo_agents'], 'RATE_LIMIT': 30, "
+        "'SLOW_CLIENT_TIMEOUT_SECONDS': 12.5}, True, ['chat.example.com', 'api.example.com'], '/srv/helix/chat.sqlite3', 's3cret', "
         "'redis://cache:6380/3')"
     )
 

@@ -1,0 +1,102 @@
+"""Write backpressure for ASGI responses under Daphne, and a bound on slow clients.
+
+Daphne hands every ``http.response.body`` straight to Twisted, which buffers whatever the socket
+cannot take: a client that stops reading makes the server hold an ever-growing response in
+memory. Twisted does have flow control, as its producer/consumer API: a streaming producer
+registered on the request is paused when the transport's buffer fills and resumed when it
+drains. :func:`flow_controlled` registers one and makes ``send`` wait while it is paused, so a
+streamed response pulls from its reader (and from Redis) no faster than the client reads; what
+the server holds per connection is bounded by Twisted's buffer plus one message.
+
+A client paused for longer than ``stall_timeout`` seconds (a phone that lost its network, a
+reader that hung) is disconnected: the stream's chunks stay in the store, and the client resumes
+from its last event id when it comes back. Servers that apply backpressure themselves (their
+``send`` waits for the socket, as uvicorn's does) need none of this; ``send`` is then returned
+unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+__all__ = ["flow_controlled"]
+
+logger = logging.getLogger("helix.http")
+
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class _WritablePushProducer:
+    """A Twisted push producer whose pause/resume toggle an asyncio event."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+
+    # Twisted's IPushProducer, camelCase as Twisted names it.
+    def pauseProducing(self) -> None:
+        self.writable.clear()
+
+    def resumeProducing(self) -> None:
+        self.writable.set()
+
+    def stopProducing(self) -> None:  # the connection is going away: let a waiting send return
+        self.writable.set()
+
+
+def _twisted_request(send: Send) -> Any | None:
+    """The Twisted request behind a Daphne ``send`` (``partial(server.handle_reply, protocol)``)."""
+    if not isinstance(send, functools.partial) or not send.args:
+        return None
+    request = send.args[0]
+    if callable(getattr(request, "registerProducer", None)) and hasattr(request, "transport"):
+        return request
+    return None
+
+
+def flow_controlled(send: Send, *, stall_timeout: float) -> Send:
+    """``send`` that waits while the client's socket is full, and drops a client stalled too long."""
+    request = _twisted_request(send)
+    if request is None:
+        return send
+    producer = _WritablePushProducer()
+    state = {"registered": False, "done": False}
+
+    def unregister() -> None:
+        if state["registered"]:
+            state["registered"] = False
+            if getattr(request, "producer", None) is producer and request.channel is not None:
+                request.unregisterProducer()
+
+    async def controlled_send(message: MutableMapping[str, Any]) -> None:
+        if state["done"]:
+            return
+        if message["type"] != "http.response.body":
+            await send(message)
+            return
+        if not state["registered"] and not getattr(request, "finished", True) and request.channel is not None:
+            request.registerProducer(producer, True)
+            state["registered"] = True
+        if not message.get("more_body", False):
+            state["done"] = True
+            unregister()  # Twisted wants no producer left when the request finishes
+            await send(message)
+            return
+        await send(message)
+        if producer.writable.is_set():
+            return
+        try:
+            await asyncio.wait_for(producer.writable.wait(), stall_timeout)
+        except TimeoutError:
+            state["done"] = True
+            unregister()
+            logger.info("client stopped reading for %.0f s: disconnected (it resumes later)", stall_timeout)
+            transport = getattr(request, "transport", None)
+            if transport is not None:
+                transport.abortConnection()
+
+    return controlled_send
