@@ -24,6 +24,7 @@ __all__ = [
     "NotFoundError",
     "RateLimitedError",
     "UnauthorizedError",
+    "authorize",
     "caller_of",
     "check_rate_limit",
     "session_access",
@@ -89,54 +90,61 @@ class Caller:
 def _token_user(key: str) -> int | None:
     from rest_framework.authtoken.models import Token
 
-    token = Token.objects.filter(key=key).select_related("user").first()
-    return token.user.pk if token and token.user.is_active else None
+    rows = Token.objects.filter(key=key, user__is_active=True).values_list("user_id", flat=True)[:1]
+    return next(iter(rows), None)
 
 
-async def caller_of(request: HttpRequest) -> Caller:
-    """Authenticate ``request`` (token header, else the Django session). Raises
-    :class:`UnauthorizedError` for a bad token, or for no user when anonymous mode is off."""
+def _caller(request: HttpRequest) -> Caller:
     header = request.headers.get("Authorization", "")
     if header.startswith("Token "):
-        user_id = await db(_token_user)(header[6:].strip())
+        user_id = _token_user(header[6:].strip())
         if user_id is None:
             raise UnauthorizedError("Invalid token")
         return Caller(user_id, True, [], request)
-
-    def from_cookie() -> tuple[int | None, list[str]]:
-        user = request.user  # loads the Django session and the user, here rather than per request thread
-        if user.is_authenticated:
-            return user.pk, []
-        return None, list(request.session.get(ANONYMOUS_KEY, []))
-
-    user_id, sessions = await db(from_cookie)()
-    if user_id is not None:
-        return Caller(user_id, False, [], request)
+    user = request.user  # loads the Django session and the user, here rather than per request thread
+    if user.is_authenticated:
+        return Caller(user.pk, False, [], request)
     if not helix_settings.ALLOW_ANONYMOUS:
         raise UnauthorizedError()
-    return Caller(None, False, sessions, request)
+    return Caller(None, False, list(request.session.get(ANONYMOUS_KEY, [])), request)
 
 
-def _owner_of(session_id: uuid.UUID) -> tuple[bool, int | None]:
-    rows = list(Session.objects.filter(pk=session_id).values_list("owner_id", flat=True)[:1])
-    return (True, rows[0]) if rows else (False, None)
-
-
-async def session_access(caller: Caller, session_id: str) -> bool:
-    """``True`` if the session exists and ``caller`` owns it, ``False`` if it does not exist;
-    raises :class:`NotFoundError` when it belongs to someone else (or the id is malformed)."""
+def _session_access(caller: Caller, session_id: str) -> bool:
     try:
         key = uuid.UUID(session_id)
     except ValueError:
         raise NotFoundError(f"Session {session_id} not found") from None
-    exists, owner_id = await db(_owner_of)(key)
-    if not exists:
+    rows = list(Session.objects.filter(pk=key).values_list("owner_id", flat=True)[:1])
+    if not rows:
         return False
+    owner_id = rows[0]
     if caller.user_id is not None and owner_id == caller.user_id:
         return True
     if caller.user_id is None and owner_id is None and str(key) in caller.anonymous_sessions:
         return True
     raise NotFoundError(f"Session {session_id} not found")
+
+
+async def caller_of(request: HttpRequest) -> Caller:
+    """Authenticate ``request`` (token header, else the Django session). Raises
+    :class:`UnauthorizedError` for a bad token, or for no user when anonymous mode is off."""
+    return await db(_caller)(request)
+
+
+async def session_access(caller: Caller, session_id: str) -> bool:
+    """``True`` if the session exists and ``caller`` owns it, ``False`` if it does not exist;
+    raises :class:`NotFoundError` when it belongs to someone else (or the id is malformed)."""
+    return await db(_session_access)(caller, session_id)
+
+
+async def authorize(request: HttpRequest, session_id: str) -> tuple[Caller, bool]:
+    """:func:`caller_of` and :func:`session_access` in one trip to the database thread."""
+
+    def both() -> tuple[Caller, bool]:
+        caller = _caller(request)
+        return caller, _session_access(caller, session_id)
+
+    return await db(both)()
 
 
 def check_rate_limit(caller: Caller) -> None:

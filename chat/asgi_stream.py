@@ -19,11 +19,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user
+from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.asgi import ASGIRequest
-from django.utils.functional import SimpleLazyObject
+from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
-from chat.access import caller_of, session_access
+from chat.access import authorize
 from chat.flow_control import flow_controlled
 from chat.handler import HandlerResponse, error_response
 from streams.conf import helix_settings
@@ -34,13 +35,22 @@ __all__ = ["StreamRouter"]
 STREAM_PATH = re.compile(r"^/api/chat/(?P<session_id>[^/]+)(?:/stream)?/?$")
 
 
+class _StreamRequest(ASGIRequest):
+    """A Django request with the session and user the middleware would attach, both loaded on
+    first use: a token-authenticated resume needs neither (and a reconnect storm is thousands)."""
+
+    @cached_property
+    def session(self) -> SessionBase:  # type: ignore[override]
+        engine = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
+        return engine(self.COOKIES.get(settings.SESSION_COOKIE_NAME))  # type: ignore[no-any-return]
+
+    @cached_property
+    def user(self) -> Any:  # type: ignore[override]
+        return get_user(self)
+
+
 def _request(scope: dict[str, Any]) -> ASGIRequest:
-    """A Django request for ``scope`` with the session and user the middleware would attach."""
-    request = ASGIRequest(scope, io.BytesIO())
-    engine = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
-    request.session = engine(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
-    request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
-    return request
+    return _StreamRequest(scope, io.BytesIO())
 
 
 async def _send_response(response: HandlerResponse, receive: Any, send: Any) -> None:
@@ -105,8 +115,8 @@ class StreamRouter:
 
         request = _request(scope)
         try:
-            caller = await caller_of(request)
-            if not await session_access(caller, session_id):
+            _, exists = await authorize(request, session_id)
+            if not exists:
                 return HandlerResponse(204)
             return await get_handler().handle_resume(session_id, request)
         except HelixError as exc:

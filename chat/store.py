@@ -3,11 +3,15 @@ on the chat models. Database work runs in worker threads (:func:`db`), inside tr
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
+import os
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -19,15 +23,25 @@ from workers.runtime.persistence import RunConflictError, RunOutcome, RunRecorde
 __all__ = ["DjangoStateStore", "db"]
 
 
+_DB_THREADS = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="helix-db")
+
+
 def db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """Run database work in a worker thread, not the request's thread-sensitive one.
 
     Django gives each ASGI request a thread for thread-sensitive calls and keeps it until the
     request ends; for a stream that is open for minutes, that would be a thread per stream. Each
-    call here is one self-contained unit (a transaction at most), so any thread will do: each
-    has its own connection.
+    call here is one self-contained unit (a transaction at most), so any thread of a small pool
+    will do: each has its own connection. This is ``sync_to_async(thread_sensitive=False)``
+    without its per-call bookkeeping, which a reconnect storm of thousands of resumes feels.
     """
-    return sync_to_async(function, thread_sensitive=False)
+
+    async def call(*args: Any, **kwargs: Any) -> T:
+        context = contextvars.copy_context()
+        work = functools.partial(context.run, function, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(_DB_THREADS, work)
+
+    return call
 
 
 T = TypeVar("T")
@@ -92,8 +106,11 @@ class DjangoStateStore(StateStore, RunRecorder):
         key = _uuid(session_id)
         if key is None:
             return None
-        run = await db(Run.objects.for_session(key).latest_first().first)()
-        return _run_info(run) if run else None
+        fields = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
+        rows = await db(lambda: list(Run.objects.for_session(key).latest_first().values_list(*fields)[:1]))()
+        if not rows:
+            return None
+        return _run_info(Run(**dict(zip(fields, rows[0], strict=True))))
 
     async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
         key = _uuid(session_id)

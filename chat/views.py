@@ -20,7 +20,15 @@ from rest_framework import generics, pagination, serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.permissions import BasePermission
 
-from chat.access import Caller, NotFoundError, RateLimitedError, caller_of, check_rate_limit, session_access
+from chat.access import (
+    Caller,
+    NotFoundError,
+    RateLimitedError,
+    authorize,
+    caller_of,
+    check_rate_limit,
+    session_access,
+)
 from chat.handler import HandlerResponse, error_response
 from chat.models import Session
 from chat.runtime import get_handler
@@ -150,8 +158,8 @@ async def _delete(session_id: str) -> None:
 
 
 async def _owned(request: HttpRequest, session_id: str) -> Caller:
-    caller = await caller_of(request)
-    if not await session_access(caller, session_id):
+    caller, exists = await authorize(request, session_id)
+    if not exists:
         raise _not_found(session_id)
     return caller
 
