@@ -124,6 +124,22 @@ class StreamClosedError(StreamError):
         super().__init__(stream_id, f"Stream {stream_id} is {status}; it accepts no more chunks")
 
 
+class StreamSupersededError(StreamError):
+    """A newer attempt holds the stream: a write or transition carried an older fencing epoch.
+
+    ``epoch`` is the rejected one (``None`` when the caller's is unknown), ``current_epoch`` the
+    stream's. Nothing of the rejected operation was stored.
+    """
+
+    code = "EXECUTOR_SUPERSEDED"
+    status_code = 409
+
+    def __init__(self, stream_id: str, epoch: int | None, current_epoch: int) -> None:
+        self.epoch = epoch
+        self.current_epoch = current_epoch
+        super().__init__(stream_id, f"Stream {stream_id} is held by epoch {current_epoch}; epoch {epoch} may not write")
+
+
 class WriterClosedError(StreamError):
     """Writer is closed."""
 

@@ -63,6 +63,7 @@ class StreamInfo:
     output: Any = None
     created_at: int | None = None
     updated_at: int | None = None
+    epoch: int = 0
 
 
 @dataclass(slots=True)
@@ -112,12 +113,13 @@ class StreamManager(abc.ABC):
         buffered: bool = False,
         flush_size: int = 16,
         flush_interval: float = 0.005,
+        epoch: int | None = None,
     ) -> StreamWriter:
         """A writer for ``stream_id``; the stream is created (``active``) if it does not exist.
 
         With ``buffered=True`` writes return at once and are stored in batches: every
         ``flush_size`` chunks, ``flush_interval`` seconds after the first unflushed chunk, on
-        ``flush()`` and on ``close()``.
+        ``flush()`` and on ``close()``. With an ``epoch`` the writer is fenced: see :meth:`fence`.
         """
         validate_stream_id(stream_id)
         await self._ensure_stream(stream_id)
@@ -125,9 +127,26 @@ class StreamManager(abc.ABC):
             from streams.backends.buffered import BufferedStreamWriter
 
             return BufferedStreamWriter(
-                self, stream_id, agent_id, agent_type, flush_size=flush_size, flush_interval=flush_interval
+                self,
+                stream_id,
+                agent_id,
+                agent_type,
+                flush_size=flush_size,
+                flush_interval=flush_interval,
+                epoch=epoch,
             )
-        return StreamWriter(self, stream_id, agent_id, agent_type)
+        return StreamWriter(self, stream_id, agent_id, agent_type, epoch=epoch)
+
+    @abc.abstractmethod
+    async def fence(self, stream_id: str, epoch: int) -> int:
+        """Raise the stream's fencing epoch to ``epoch`` and return its latest sequence.
+
+        From then on every write, step mark and status change that carries an older epoch is
+        rejected with :class:`StreamSupersededError`, atomically (the check and the write are
+        one operation in the store). A fenced write with a newer epoch raises the stream's epoch
+        itself. Raises :class:`StreamSupersededError` if the stream already has a newer epoch,
+        :class:`StreamNotFoundError` if it does not exist. Epochs only grow, across runs too.
+        """
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -194,19 +213,20 @@ class StreamManager(abc.ABC):
         """Status, size and error of the stream; ``None`` if it does not exist."""
 
     @abc.abstractmethod
-    async def end_stream(self, stream_id: str, output: Any = None) -> None:
-        """Mark the stream ended (optionally with a final ``output``); readers finish."""
+    async def end_stream(self, stream_id: str, output: Any = None, *, epoch: int | None = None) -> None:
+        """Mark the stream ended (optionally with a final ``output``); readers finish. Like every
+        status change, fenced when given an ``epoch`` (see :meth:`fence`)."""
 
     @abc.abstractmethod
-    async def fail_stream(self, stream_id: str, error: str) -> None:
+    async def fail_stream(self, stream_id: str, error: str, *, epoch: int | None = None) -> None:
         """Mark the stream failed with ``error``; readers finish."""
 
     @abc.abstractmethod
-    async def pause_stream(self, stream_id: str) -> None:
+    async def pause_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
         """Mark an active stream paused (a run waits on a human)."""
 
     @abc.abstractmethod
-    async def resume_stream(self, stream_id: str) -> None:
+    async def resume_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
         """Mark a paused stream active again."""
 
     @abc.abstractmethod
@@ -230,8 +250,9 @@ class StreamManager(abc.ABC):
         """Create the stream as ``active`` if it does not exist."""
 
     @abc.abstractmethod
-    async def _append(self, stream_id: str, batch: WriteBatch) -> int:
-        """Store ``batch`` atomically; return the stream's latest sequence after it."""
+    async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
+        """Store ``batch`` atomically; return the stream's latest sequence after it. With an
+        ``epoch``, store nothing and raise :class:`StreamSupersededError` if the stream's is newer."""
 
     @abc.abstractmethod
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
@@ -273,11 +294,20 @@ class Subscription(abc.ABC):
 class StreamWriter:
     """Writes chunks of one agent to one stream; each ``write`` returns once the chunk is stored."""
 
-    def __init__(self, manager: StreamManager, stream_id: str, agent_id: str, agent_type: str | None) -> None:
+    def __init__(
+        self,
+        manager: StreamManager,
+        stream_id: str,
+        agent_id: str,
+        agent_type: str | None,
+        *,
+        epoch: int | None = None,
+    ) -> None:
         self.manager = manager
         self.stream_id = stream_id
         self.agent_id = agent_id
         self.agent_type = agent_type
+        self.epoch = epoch
         self.last_sequence: int | None = None
         self._closed = False
 
@@ -315,13 +345,13 @@ class StreamWriter:
             batch.payloads.append(payload)
         if not batch.chunks:
             return self.last_sequence
-        self.last_sequence = await self.manager._append(self.stream_id, batch)
+        self.last_sequence = await self.manager._append(self.stream_id, batch, self.epoch)
         return self.last_sequence
 
     async def begin_step(self, step: int) -> None:
         """Record that step ``step`` begins with the next chunk written to the stream."""
         self._check_open()
-        await self.manager._append(self.stream_id, WriteBatch(steps=[(step, 0)]))
+        await self.manager._append(self.stream_id, WriteBatch(steps=[(step, 0)]), self.epoch)
 
     async def flush(self) -> int | None:
         """Wait until every chunk written so far is stored; return the last sequence."""

@@ -38,8 +38,9 @@ class BufferedStreamWriter(StreamWriter):
         *,
         flush_size: int = 16,
         flush_interval: float = 0.005,
+        epoch: int | None = None,
     ) -> None:
-        super().__init__(manager, stream_id, agent_id, agent_type)
+        super().__init__(manager, stream_id, agent_id, agent_type, epoch=epoch)
         self.flush_size = max(1, flush_size)
         self.flush_interval = flush_interval
         self._batch = WriteBatch()
@@ -110,7 +111,7 @@ class BufferedStreamWriter(StreamWriter):
             while self._batch.chunks or self._batch.steps:
                 batch = self._take()
                 try:
-                    self.last_sequence = await self.manager._append(self.stream_id, batch)
+                    self.last_sequence = await self.manager._append(self.stream_id, batch, self.epoch)
                 except BaseException as exc:
                     self._give_back(batch)
                     self._error = exc

@@ -31,6 +31,7 @@ from streams.backends.base import (
 from streams.exceptions import (
     StreamClosedError,
     StreamNotFoundError,
+    StreamSupersededError,
 )
 from streams.protocol import Chunk, StoredChunk, now_ms, stored_chunks
 
@@ -48,6 +49,7 @@ class _Stream:
     error: str | None = None
     output: Any = None
     steps: dict[int, int] = field(default_factory=dict)
+    epoch: int = 0
     expires_at: float | None = None
     subscribers: set[_MemorySubscription] = field(default_factory=set)
 
@@ -154,11 +156,28 @@ class InMemoryStreamManager(StreamManager):
                 self._streams[stream_id] = stream
                 self._touch(stream)
 
-    async def _append(self, stream_id: str, batch: WriteBatch) -> int:
+    @staticmethod
+    def _check_epoch(stream_id: str, stream: _Stream, epoch: int | None) -> None:
+        if epoch is None:
+            return
+        if epoch < stream.epoch:
+            raise StreamSupersededError(stream_id, epoch, stream.epoch)
+        stream.epoch = epoch
+
+    async def fence(self, stream_id: str, epoch: int) -> int:
         with self._lock:
             stream = self._require(stream_id)
+            self._check_epoch(stream_id, stream, epoch)
+            return stream.sequence
+
+    async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
+        with self._lock:
+            stream = self._require(stream_id)
+            if epoch is not None and epoch < stream.epoch:
+                raise StreamSupersededError(stream_id, epoch, stream.epoch)
             if stream.status in TERMINAL:
                 raise StreamClosedError(stream_id, stream.status)
+            self._check_epoch(stream_id, stream, epoch)
             base = stream.sequence
             for step, index in batch.steps:
                 stream.steps[step] = base + index + 1
@@ -207,11 +226,15 @@ class InMemoryStreamManager(StreamManager):
                 output=stream.output,
                 created_at=stream.created_at,
                 updated_at=stream.updated_at,
+                epoch=stream.epoch,
             )
 
-    def _transition(self, stream_id: str, target: StreamStatus, allowed: frozenset[str]) -> _Stream | None:
+    def _transition(
+        self, stream_id: str, target: StreamStatus, allowed: frozenset[str], epoch: int | None = None
+    ) -> _Stream | None:
         """Move the stream to ``target``; ``None`` when it already is there (a no-op)."""
         stream = self._require(stream_id)
+        self._check_epoch(stream_id, stream, epoch)
         if stream.status == target:
             return None
         if stream.status not in allowed:
@@ -219,29 +242,29 @@ class InMemoryStreamManager(StreamManager):
         stream.status = target
         return stream
 
-    async def end_stream(self, stream_id: str, output: Any = None) -> None:
+    async def end_stream(self, stream_id: str, output: Any = None, *, epoch: int | None = None) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "ended", frozenset({"active", "paused"}))
+            stream = self._transition(stream_id, "ended", frozenset({"active", "paused"}), epoch)
             if stream is not None:
                 stream.output = output
                 self._touch(stream)
 
-    async def fail_stream(self, stream_id: str, error: str) -> None:
+    async def fail_stream(self, stream_id: str, error: str, *, epoch: int | None = None) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "failed", frozenset({"active", "paused"}))
+            stream = self._transition(stream_id, "failed", frozenset({"active", "paused"}), epoch)
             if stream is not None:
                 stream.error = str(error)
                 self._touch(stream)
 
-    async def pause_stream(self, stream_id: str) -> None:
+    async def pause_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "paused", frozenset({"active"}))
+            stream = self._transition(stream_id, "paused", frozenset({"active"}), epoch)
             if stream is not None:
                 self._touch(stream)
 
-    async def resume_stream(self, stream_id: str) -> None:
+    async def resume_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "active", frozenset({"paused"}))
+            stream = self._transition(stream_id, "active", frozenset({"paused"}), epoch)
             if stream is not None:
                 self._touch(stream)
 

@@ -44,6 +44,7 @@ from streams.backends.redis_tail import TailHub, TailSubscription
 from streams.exceptions import (
     StreamClosedError,
     StreamNotFoundError,
+    StreamSupersededError,
     StreamUnavailableError,
 )
 from streams.protocol import StoredChunk, decode_chunks, now_ms, stored_chunks
@@ -67,6 +68,7 @@ class _LoopState:
     append: AsyncScript
     transition: AsyncScript
     delete: AsyncScript
+    fence: AsyncScript
 
 
 class RedisStreamManager(StreamManager):
@@ -134,6 +136,7 @@ class RedisStreamManager(StreamManager):
                 append=client.register_script(redis_scripts.append_script(self._ms(self.active_ttl), self.max_length)),
                 transition=client.register_script(redis_scripts.TRANSITION),
                 delete=client.register_script(redis_scripts.DELETE),
+                fence=client.register_script(redis_scripts.FENCE),
             )
             self._states[loop] = state
         return state
@@ -153,7 +156,7 @@ class RedisStreamManager(StreamManager):
     def _ms(self, seconds: float | None) -> int:
         return 0 if not seconds else max(1, int(seconds * 1000))
 
-    async def _call(self, stream_id: str, action: Callable[[], Awaitable[T]]) -> T:
+    async def _call(self, stream_id: str, action: Callable[[], Awaitable[T]], epoch: int | None = None) -> T:
         """Run one Redis operation, mapping failures to typed errors."""
         try:
             return await action()
@@ -163,6 +166,8 @@ class RedisStreamManager(StreamManager):
                 raise StreamNotFoundError(stream_id) from None
             if message.startswith("HELIX_CLOSED"):
                 raise StreamClosedError(stream_id, message.split()[1]) from None
+            if message.startswith("HELIX_SUPERSEDED"):
+                raise StreamSupersededError(stream_id, epoch, int(message.split()[1])) from None
             raise
         except _NETWORK_ERRORS as exc:
             raise StreamUnavailableError(stream_id, f"Redis unreachable: {exc}") from exc
@@ -185,14 +190,20 @@ class RedisStreamManager(StreamManager):
         keys = self._keys(stream_id)
         await self._call(stream_id, lambda: state.ensure(keys, [now_ms(), self._ms(self.active_ttl)]))
 
-    async def _append(self, stream_id: str, batch: WriteBatch) -> int:
+    async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
         state = self._state()
-        args: list[Any] = [len(batch.payloads), *batch.payloads]
+        args: list[Any] = ["" if epoch is None else epoch, len(batch.payloads), *batch.payloads]
         for step, index in batch.steps:
             args += (step, index)
         keys = self._keys(stream_id)
-        result = await self._call(stream_id, lambda: state.append(keys, args))
+        result = await self._call(stream_id, lambda: state.append(keys, args), epoch)
         return int(result)
+
+    async def fence(self, stream_id: str, epoch: int) -> int:
+        validate_stream_id(stream_id)
+        state = self._state()
+        keys = self._keys(stream_id)
+        return int(await self._call(stream_id, lambda: state.fence(keys, [epoch]), epoch))
 
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
         state = self._state()
@@ -231,9 +242,9 @@ class RedisStreamManager(StreamManager):
         validate_stream_id(stream_id)
         state = self._state()
         key = self._keys(stream_id)[1]
-        fields = ("status", "seq", "error", "output", "created", "updated")
+        fields = ("status", "seq", "error", "output", "created", "updated", "epoch")
         values = await self._call_idempotent(stream_id, lambda: state.client.hmget(key, fields))
-        status, seq, error, output, created, updated = (v if isinstance(v, bytes) else None for v in values)
+        status, seq, error, output, created, updated, epoch = (v if isinstance(v, bytes) else None for v in values)
         if status is None or seq is None:
             return None
         return StreamInfo(
@@ -245,6 +256,7 @@ class RedisStreamManager(StreamManager):
             output=msgspec.json.decode(output) if output else None,
             created_at=int(created) if created else None,
             updated_at=int(updated) if updated else None,
+            epoch=int(epoch) if epoch else 0,
         )
 
     async def _transition(
@@ -255,10 +267,12 @@ class RedisStreamManager(StreamManager):
         field: str = "",
         value: bytes | str = "",
         clear: bool = False,
+        epoch: int | None = None,
     ) -> None:
         state = self._state()
         ttl = self.ttl if target in TERMINAL else self.active_ttl
         args: list[bytes | str | int] = [
+            "" if epoch is None else epoch,
             target,
             "," + ",".join(allowed) + ",",
             now_ms(),
@@ -269,20 +283,21 @@ class RedisStreamManager(StreamManager):
             "1" if clear else "0",
         ]
         keys = self._keys(stream_id)
-        await self._call(stream_id, lambda: state.transition(keys, args))
+        await self._call(stream_id, lambda: state.transition(keys, args), epoch)
 
-    async def end_stream(self, stream_id: str, output: Any = None) -> None:
+    async def end_stream(self, stream_id: str, output: Any = None, *, epoch: int | None = None) -> None:
         encoded = msgspec.json.encode(output) if output is not None else b""
-        await self._transition(stream_id, "ended", ("active", "paused"), "output" if encoded else "", encoded)
+        field = "output" if encoded else ""
+        await self._transition(stream_id, "ended", ("active", "paused"), field, encoded, epoch=epoch)
 
-    async def fail_stream(self, stream_id: str, error: str) -> None:
-        await self._transition(stream_id, "failed", ("active", "paused"), "error", str(error))
+    async def fail_stream(self, stream_id: str, error: str, *, epoch: int | None = None) -> None:
+        await self._transition(stream_id, "failed", ("active", "paused"), "error", str(error), epoch=epoch)
 
-    async def pause_stream(self, stream_id: str) -> None:
-        await self._transition(stream_id, "paused", ("active",))
+    async def pause_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
+        await self._transition(stream_id, "paused", ("active",), epoch=epoch)
 
-    async def resume_stream(self, stream_id: str) -> None:
-        await self._transition(stream_id, "active", ("paused",))
+    async def resume_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
+        await self._transition(stream_id, "active", ("paused",), epoch=epoch)
 
     async def reopen_stream(self, stream_id: str) -> None:
         await self._transition(stream_id, "active", ("ended", "failed", "paused"), clear=True)

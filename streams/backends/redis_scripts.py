@@ -5,7 +5,8 @@ Reads need no script: a MULTI of HMGET (status) and XRANGE (chunks) is just as c
 Keys of a stream (``<p>`` is the key prefix, the braces keep them in one cluster slot):
 ``<p>{id}:c`` the Redis Stream of chunks, entry id ``<sequence>-0``, field ``c`` = chunk JSON;
 ``<p>{id}:m`` a hash: ``status``, ``seq`` (latest sequence), ``error``, ``output``, ``created``,
-``updated``; ``<p>{id}:s`` a hash: step number → sequence of the step's first chunk.
+``updated``, ``epoch`` (fencing epoch, absent = 0); ``<p>{id}:s`` a hash: step number → sequence
+of the step's first chunk.
 Changes are announced on the pub/sub channel ``<p>{id}:n``: ``<first sequence>\\n<chunk>\\n…``
 after a write, ``!<status> <sequence>`` after a status change, ``!deleted`` after a delete.
 """
@@ -17,23 +18,46 @@ if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1
 """
 
+# Fencing, shared by the scripts that write: ARGV[1] is the caller's epoch ('' for none). An older
+# epoch than the stream's is refused before anything is touched; a newer one becomes the stream's.
+_FENCE_CHECK = """
+local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0')
+if ARGV[1] ~= '' then
+  local mine = tonumber(ARGV[1])
+  if mine < epoch then return redis.error_reply('HELIX_SUPERSEDED ' .. epoch) end
+  if mine > epoch then redis.call('HSET', KEYS[2], 'epoch', mine) end
+end
+"""
+
+# KEYS: chunks, meta, steps. ARGV: epoch.
+FENCE = (
+    """
+if redis.call('EXISTS', KEYS[2]) == 0 then return redis.error_reply('HELIX_NOT_FOUND') end
+"""
+    + _FENCE_CHECK
+    + """
+return tonumber(redis.call('HGET', KEYS[2], 'seq'))
+"""
+)
+
 _APPEND = """
 local meta = redis.call('HMGET', KEYS[2], 'status', 'seq')
 local status = meta[1]
 if not status then return redis.error_reply('HELIX_NOT_FOUND') end
+$FENCE
 if status == 'ended' or status == 'failed' then
   return redis.error_reply('HELIX_CLOSED ' .. status)
 end
-local n = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
 local base = tonumber(meta[2])
 for i = 1, n do
-  redis.call('XADD', KEYS[1], $TRIM (base + i) .. '-0', 'c', ARGV[1 + i])
+  redis.call('XADD', KEYS[1], $TRIM (base + i) .. '-0', 'c', ARGV[2 + i])
 end
 if n > 0 then
   local channel = string.sub(KEYS[2], 1, -2) .. 'n'
-  redis.call('PUBLISH', channel, (base + 1) .. '\\n' .. table.concat(ARGV, '\\n', 2, 1 + n))
+  redis.call('PUBLISH', channel, (base + 1) .. '\\n' .. table.concat(ARGV, '\\n', 3, 2 + n))
 end
-for j = 2 + n, #ARGV, 2 do
+for j = 3 + n, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[j], base + tonumber(ARGV[j + 1]) + 1)
 end
 local now = redis.call('TIME')
@@ -42,7 +66,7 @@ local ttl = $TTL
 if ttl > 0 then
   if redis.call('PTTL', KEYS[1]) < ttl * 0.9 then
     for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ttl) end
-  elseif #ARGV > 1 + n then
+  elseif #ARGV > 2 + n then
     redis.call('PEXPIRE', KEYS[3], ttl)
   end
 end
@@ -53,33 +77,40 @@ return base + n
 def append_script(active_ttl_ms: int, max_length: int | None) -> str:
     """The append script for a store's settings (baked in: every write sends fewer arguments).
 
-    KEYS: chunks, meta, steps. ARGV: n_chunks, chunk_1 .. chunk_n, then (step, index) pairs.
+    KEYS: chunks, meta, steps. ARGV: epoch ('' for none), n_chunks, chunk_1 .. chunk_n, then
+    (step, index) pairs.
     Stores the chunks as sequences latest+1…, announces them, records step starts. The active
     TTL is refreshed when less than 90 % of it is left on the chunks, not on every write.
     """
     trim = f"'MAXLEN', '~', {int(max_length)}," if max_length else ""
-    return _APPEND.replace("$TRIM", trim).replace("$TTL", str(int(active_ttl_ms)))
+    return _APPEND.replace("$FENCE", _FENCE_CHECK).replace("$TRIM", trim).replace("$TTL", str(int(active_ttl_ms)))
 
 
-# KEYS: chunks, meta, steps. ARGV: target status, allowed statuses as ",a,b,", now, ttl_ms
-# (0: persist), channel, field to set ('' for none), its value, '1' to clear error and output.
-TRANSITION = """
+# KEYS: chunks, meta, steps. ARGV: epoch ('' for none), target status, allowed statuses as
+# ",a,b,", now, ttl_ms (0: persist), channel, field to set ('' for none), its value, '1' to clear
+# error and output.
+TRANSITION = (
+    """
 local status = redis.call('HGET', KEYS[2], 'status')
 if not status then return redis.error_reply('HELIX_NOT_FOUND') end
-if status == ARGV[1] then return 0 end
-if not string.find(ARGV[2], ',' .. status .. ',', 1, true) then
+"""
+    + _FENCE_CHECK
+    + """
+if status == ARGV[2] then return 0 end
+if not string.find(ARGV[3], ',' .. status .. ',', 1, true) then
   return redis.error_reply('HELIX_CLOSED ' .. status)
 end
-redis.call('HSET', KEYS[2], 'status', ARGV[1], 'updated', ARGV[3])
-if ARGV[8] == '1' then redis.call('HDEL', KEYS[2], 'error', 'output') end
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], ARGV[6], ARGV[7]) end
-local ttl = tonumber(ARGV[4])
+redis.call('HSET', KEYS[2], 'status', ARGV[2], 'updated', ARGV[4])
+if ARGV[9] == '1' then redis.call('HDEL', KEYS[2], 'error', 'output') end
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], ARGV[7], ARGV[8]) end
+local ttl = tonumber(ARGV[5])
 for k = 1, 3 do
   if ttl > 0 then redis.call('PEXPIRE', KEYS[k], ttl) else redis.call('PERSIST', KEYS[k]) end
 end
-redis.call('PUBLISH', ARGV[5], '!' .. ARGV[1] .. ' ' .. redis.call('HGET', KEYS[2], 'seq'))
+redis.call('PUBLISH', ARGV[6], '!' .. ARGV[2] .. ' ' .. redis.call('HGET', KEYS[2], 'seq'))
 return 1
 """
+)
 
 # KEYS: chunks, meta, steps. ARGV: channel.
 DELETE = """

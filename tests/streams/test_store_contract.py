@@ -13,6 +13,7 @@ from streams.exceptions import (
     SequenceExpiredError,
     StreamClosedError,
     StreamNotFoundError,
+    StreamSupersededError,
     ValidationError,
     WriterClosedError,
 )
@@ -382,3 +383,48 @@ async def test_max_length_trims_and_an_expired_position_is_reported(backend_fact
     assert reader is not None
     await manager.end_stream("s")
     assert await drain(reader) == [996, 997, 998, 999, 1000]
+
+
+async def test_a_fenced_out_writer_cannot_store_a_single_chunk(manager: StreamManager) -> None:
+    old = await manager.create_writer("f", "attempt-1", epoch=1)
+    assert await old.write(text("one")) == 1
+    await old.begin_step(2)
+    new = await manager.create_writer("f", "attempt-2", epoch=2)
+    assert await manager.fence("f", 2) == 1
+    for attempt in (old.write(text("late")), old.write_many(texts(3)), old.begin_step(3)):
+        with pytest.raises(StreamSupersededError) as info:
+            await attempt
+        assert (info.value.epoch, info.value.current_epoch, info.value.code) == (1, 2, "EXECUTOR_SUPERSEDED")
+    for transition in (manager.end_stream("f", epoch=1), manager.fail_stream("f", "x", epoch=1)):
+        with pytest.raises(StreamSupersededError):
+            await transition
+    with pytest.raises(StreamSupersededError):
+        await manager.fence("f", 1)
+    assert await new.write(text("two")) == 2
+    info = await manager.get_stream_info("f")
+    assert info is not None and (info.status, info.latest_sequence, info.epoch) == ("active", 2, 2)
+    assert [c.delta for c, _ in await manager.get_all_chunks("f")] == ["one", "two"]  # type: ignore[union-attr]
+    await manager.end_stream("f", epoch=2)
+
+
+async def test_a_fenced_out_buffered_writer_loses_its_whole_buffer(manager: StreamManager) -> None:
+    old = await manager.create_writer("g", "attempt-1", buffered=True, flush_size=1000, flush_interval=60, epoch=3)
+    await old.write_many(texts(10))
+    await manager.fence("g", 4)
+    with pytest.raises(StreamSupersededError):
+        await old.flush()
+    assert await manager.get_all_chunks("g") == []
+
+
+async def test_a_newer_epoch_takes_the_stream_by_writing_and_epochs_outlive_runs(manager: StreamManager) -> None:
+    first = await manager.create_writer("h", "run-1", epoch=5)
+    await first.write(text("a"))
+    await manager.end_stream("h", epoch=5)
+    await manager.reopen_stream("h")  # the session's next run: its epochs continue above 5
+    stale = await manager.create_writer("h", "zombie", epoch=4)
+    with pytest.raises(StreamSupersededError):
+        await stale.write(text("b"))
+    unfenced = await manager.create_writer("h", "tool")
+    assert await unfenced.write(text("c")) == 2  # a writer without an epoch is not fenced
+    with pytest.raises(StreamNotFoundError):
+        await manager.fence("nope", 1)
