@@ -10,15 +10,26 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore
 from chat.models import Checkpoint, Message, Run, Session
+from streams.conf import helix_settings
 from streams.messages import StoredMessage
-from workers.runtime.persistence import RunConflictError, RunOutcome, RunRecorder, SessionSnapshot, UnknownSessionError
+from workers.runtime.persistence import (
+    RunClaim,
+    RunConflictError,
+    RunOutcome,
+    RunRecorder,
+    RunSupersededError,
+    SessionSnapshot,
+    UnknownSessionError,
+)
 
 __all__ = ["DjangoStateStore", "db"]
 
@@ -210,20 +221,101 @@ class DjangoStateStore(StateStore, RunRecorder):
             raise UnknownSessionError(f"Session {session_id} not found")
         return snapshot
 
-    async def mark_running(self, run_id: str, *, worker: str = "") -> None:
+    # -- leases ------------------------------------------------------------------------------------
+
+    async def claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
+        return await db(self._claim_run)(run_id, worker, lease_seconds)
+
+    @transaction.atomic
+    def _claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
+        key = _uuid(run_id)
+        run = Run.objects.select_for_update().filter(pk=key).first() if key else None
+        if run is None:
+            return None
         now = timezone.now()
-        await db(Run.objects.filter(pk=run_id).update)(status=Run.Status.RUNNING, started_at=now, worker=worker)
+        if run.status == Run.Status.QUEUED:
+            reason = "handed_back" if run.epoch else "start"
+        elif run.status == Run.Status.RUNNING and (run.lease_expires_at is None or run.lease_expires_at <= now):
+            if run.attempt >= int(helix_settings.MAX_ATTEMPTS):
+                return None  # the reaper fails it
+            reason = "worker_lost"
+            run.attempt += 1
+        else:
+            return None
+        # Epochs grow across the session's runs (they fence the session's one stream); the
+        # session row lock serializes their allocation where the database has row locks.
+        list(Session.objects.select_for_update().filter(pk=run.session_id).values_list("pk"))
+        run.epoch = (Run.objects.filter(session_id=run.session_id).aggregate(top=Max("epoch"))["top"] or 0) + 1
+        run.status = Run.Status.RUNNING
+        run.worker = worker
+        run.heartbeat_at = now
+        run.lease_expires_at = now + timedelta(seconds=lease_seconds)
+        run.started_at = run.started_at or now
+        run.save(
+            update_fields=["attempt", "epoch", "status", "worker", "heartbeat_at", "lease_expires_at", "started_at"]
+        )
+        checkpoint = Checkpoint.objects.filter(run=run).order_by("-step").first()
+        return RunClaim(
+            run_id=str(run.pk),
+            session_id=str(run.session_id),
+            agent=run.agent,
+            message_id=run.message_id,
+            epoch=run.epoch,
+            attempt=run.attempt,
+            step_count=run.step_count,
+            start_sequence=run.start_sequence,
+            reason=reason,
+            checkpoint_id=str(checkpoint.pk) if checkpoint else None,
+            checkpoint_sequence=checkpoint.stream_sequence if checkpoint else None,
+        )
+
+    async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:
+        def renew() -> set[str]:
+            now = timezone.now()
+            mine = Run.objects.filter(pk__in=run_ids, worker=worker)
+            mine.filter(status__in=[Run.Status.RUNNING, Run.Status.INTERRUPTED]).update(
+                heartbeat_at=now, lease_expires_at=now + timedelta(seconds=lease_seconds)
+            )
+            return {str(pk) for pk in mine.values_list("pk", flat=True)}
+
+        return await db(renew)()
+
+    async def release_run(self, run_id: str, epoch: int) -> bool:
+        query = Run.objects.filter(pk=run_id, epoch=epoch, status=Run.Status.RUNNING)
+        return bool(await db(query.update)(status=Run.Status.QUEUED, worker="", lease_expires_at=None))
+
+    @staticmethod
+    def _fenced_run(run_id: str, epoch: int | None) -> Run:
+        run = Run.objects.select_for_update().select_related("session").get(pk=run_id)
+        if epoch is not None and run.epoch != epoch:
+            raise RunSupersededError(f"Run {run_id} is held by epoch {run.epoch}, not {epoch}")
+        return run
+
+    # -- steps -------------------------------------------------------------------------------------
 
     async def commit_step(
-        self, run_id: str, step: int, messages: list[StoredMessage], state: dict[str, Any], stream_sequence: int
+        self,
+        run_id: str,
+        step: int,
+        messages: list[StoredMessage],
+        state: dict[str, Any],
+        stream_sequence: int,
+        *,
+        epoch: int | None = None,
     ) -> tuple[str, int]:
-        return await db(self._commit_step)(run_id, step, messages, state, stream_sequence)
+        return await db(self._commit_step)(run_id, step, messages, state, stream_sequence, epoch)
 
     @transaction.atomic
     def _commit_step(
-        self, run_id: str, step: int, messages: list[StoredMessage], state: dict[str, Any], stream_sequence: int
+        self,
+        run_id: str,
+        step: int,
+        messages: list[StoredMessage],
+        state: dict[str, Any],
+        stream_sequence: int,
+        epoch: int | None,
     ) -> tuple[str, int]:
-        run = Run.objects.select_for_update().select_related("session").get(pk=run_id)
+        run = self._fenced_run(run_id, epoch)
         session = run.session
         position = Message.objects.filter(session=session).count()
         Message.objects.bulk_create(
@@ -239,12 +331,13 @@ class DjangoStateStore(StateStore, RunRecorder):
         )
         return str(checkpoint.id), count
 
-    async def finish_run(self, run_id: str, outcome: RunOutcome) -> None:
-        await db(self._finish_run)(run_id, outcome)
+    async def finish_run(self, run_id: str, outcome: RunOutcome, *, epoch: int | None = None) -> None:
+        await db(self._finish_run)(run_id, outcome, epoch)
 
     @transaction.atomic
-    def _finish_run(self, run_id: str, outcome: RunOutcome) -> None:
-        run = Run.objects.select_for_update().select_related("session").get(pk=run_id)
+    def _finish_run(self, run_id: str, outcome: RunOutcome, epoch: int | None = None) -> None:
+        run = self._fenced_run(run_id, epoch)
+        run.lease_expires_at = None
         run.status = outcome.status
         run.output = outcome.output
         run.error_code = outcome.error_code

@@ -1,18 +1,26 @@
-"""The Celery task that executes a run: thin, like a view. It loads the run by id and hands it
-to the runtime; the worker's shared event loop does the waiting."""
+"""Celery tasks: executing a run (thin, like a view) and reaping runs whose worker died.
+
+``helix.run_agent`` claims the run for an attempt and hands it to the runtime on the worker's
+shared event loop; a redelivered or duplicate message finds the run held and does nothing.
+``helix.reap_runs`` (Celery beat, every ``HELIX["REAP_INTERVAL_SECONDS"]``) sends the runs whose
+lease expired to a live worker. On a clean shutdown a worker hands its runs back first.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
 from django.conf import settings
 
 from chat.models import Run
-from chat.store import DjangoStateStore
+from chat.store import DjangoStateStore, db
 from streams.backends import get_stream_manager
-from workers.executors import RUN_TASK, execute_run
+from workers.executors import RUN_TASK, execute_run, lease_keeper
+from workers.leases import LeaseKeeper
 from workers.loop import run_on_worker_loop
 from workers.runtime.persistence import RunOutcome
 
@@ -20,20 +28,41 @@ logger = logging.getLogger(__name__)
 
 SOFT_TIME_LIMIT = getattr(settings, "HELIX_RUN_SOFT_TIME_LIMIT", 1800)
 TIME_LIMIT = SOFT_TIME_LIMIT + 60
+REAP_TASK = "helix.reap_runs"
+
+_keepers: dict[asyncio.AbstractEventLoop, LeaseKeeper] = {}
 
 
-async def _execute(run_id: str, session_id: str, agent: str, message_id: str) -> str:
+def _keeper() -> LeaseKeeper:
+    loop = asyncio.get_running_loop()
+    if loop not in _keepers:
+        _keepers[loop] = lease_keeper(DjangoStateStore())
+    return _keepers[loop]
+
+
+async def _execute(run_id: str) -> str:
     store, streams = DjangoStateStore(), get_stream_manager()
+    attempt = asyncio.ensure_future(execute_run(store, streams, run_id, _keeper()))
     try:
-        outcome = await asyncio.wait_for(
-            execute_run(store, streams, run_id, session_id, agent, message_id), SOFT_TIME_LIMIT
-        )
+        outcome = await asyncio.wait_for(asyncio.shield(attempt), SOFT_TIME_LIMIT)
     except TimeoutError:
+        attempt.cancel()
         message = f"The run exceeded its time limit of {SOFT_TIME_LIMIT} s"
         await store.finish_run(run_id, RunOutcome("failed", error_code="time_limit_exceeded", error_message=message))
-        await streams.fail_stream(session_id, message)
+        session_id = await db(Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first)()
+        if session_id is not None:
+            await streams.fail_stream(str(session_id), message)
         return "failed"
-    return outcome.status
+    except asyncio.CancelledError:
+        if attempt.cancelled() and not _current_cancelling():
+            return "superseded"  # our lease went to another worker, or we handed the run back
+        raise
+    return outcome.status if outcome is not None else "skipped"
+
+
+def _current_cancelling() -> bool:
+    task = asyncio.current_task()
+    return bool(task is not None and task.cancelling())
 
 
 @shared_task(  # type: ignore[untyped-decorator]
@@ -44,12 +73,28 @@ async def _execute(run_id: str, session_id: str, agent: str, message_id: str) ->
     time_limit=TIME_LIMIT,
 )
 def run_agent(run_id: str) -> str:
-    """Execute the run ``run_id`` if it is still queued; return its final status."""
-    run = Run.objects.filter(pk=run_id).select_related("session").first()
-    if run is None:
-        logger.warning("run %s does not exist", run_id)
-        return "missing"
-    if run.status != Run.Status.QUEUED:
-        logger.info("run %s is %s already: nothing to do", run_id, run.status)
-        return str(run.status)
-    return run_on_worker_loop(_execute(str(run.pk), str(run.session_id), run.agent, run.message_id), timeout=TIME_LIMIT)
+    """Claim ``run_id`` and execute it; return its final status, or ``skipped`` when the run was
+    not claimable (finished, paused, or held by a live attempt)."""
+    return run_on_worker_loop(_execute(run_id), timeout=TIME_LIMIT)
+
+
+@shared_task(name=REAP_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
+def reap_runs() -> dict[str, int]:
+    """Send runs whose lease expired to a live worker; fail those out of attempts."""
+    from chat.reaper import reap_expired_runs
+
+    return reap_expired_runs().as_dict()
+
+
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]
+def _hand_back_runs(**_: Any) -> None:
+    """A clean shutdown (SIGTERM): queue this worker's runs again for the others, no attempt lost."""
+    from celery import current_app
+
+    for loop, keeper in list(_keepers.items()):
+        if loop.is_closed() or not keeper.run_ids:
+            continue
+        handed = asyncio.run_coroutine_threadsafe(keeper.hand_back(), loop).result(timeout=30)
+        for run_id in handed:
+            current_app.send_task(RUN_TASK, args=[run_id])
+        logger.warning("handed back %d runs on shutdown", len(handed))

@@ -110,6 +110,8 @@ HELIX = {
     "AGENT_MODULES": env_list("HELIX_AGENT_MODULES", ["workers.demo_agents"]),
     "RATE_LIMIT": int(env_str("HELIX_RATE_LIMIT", "30")),
     "SLOW_CLIENT_TIMEOUT_SECONDS": float(env_str("HELIX_SLOW_CLIENT_TIMEOUT", "30")),
+    "LEASE_SECONDS": float(env_str("HELIX_LEASE_SECONDS", "4")),
+    "HEARTBEAT_SECONDS": float(env_str("HELIX_HEARTBEAT_SECONDS", "1")),
 }
 
 CELERY_BROKER_URL = REDIS_URL
@@ -123,6 +125,11 @@ CELERY_WORKER_CONCURRENCY = int(env_str("HELIX_WORKER_CONCURRENCY", "100"))
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 HELIX_RUN_SOFT_TIME_LIMIT = int(env_str("HELIX_RUN_TIME_LIMIT", "1800"))
+# The reaper hands runs whose worker died to a live one (`celery -A helix_site beat`, or
+# `manage.py reap_runs --loop` where beat does not run).
+CELERY_BEAT_SCHEDULE = {
+    "helix-reap-runs": {"task": "helix.reap_runs", "schedule": float(env_str("HELIX_REAP_INTERVAL", "1"))},
+}
 
 LOGGING = {
     "version": 1,

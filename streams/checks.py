@@ -84,7 +84,14 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                 id="helix.E007",
             )
         )
-    for name in ("SSE_KEEPALIVE_SECONDS", "SLOW_CLIENT_TIMEOUT_SECONDS"):
+    for name in (
+        "SSE_KEEPALIVE_SECONDS",
+        "SLOW_CLIENT_TIMEOUT_SECONDS",
+        "LEASE_SECONDS",
+        "HEARTBEAT_SECONDS",
+        "MAX_ATTEMPTS",
+        "REAP_INTERVAL_SECONDS",
+    ):
         seconds = getattr(helix_settings, name)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
             errors.append(Error(f"HELIX['{name}'] must be a positive number, not {seconds!r}.", id="helix.E008"))

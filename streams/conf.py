@@ -18,6 +18,10 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         "MAX_BODY_BYTES": 1_048_576,       # largest chat POST body
         "DEFAULT_AGENT": "chat",           # agent of a POST that names none
         "CONTENT_REPLAY": True,            # resumed streams replay the in-flight content
+        "LEASE_SECONDS": 4.0,              # a run whose worker is silent this long is taken over
+        "HEARTBEAT_SECONDS": 1.0,          # how often a worker renews the leases of its runs
+        "MAX_ATTEMPTS": 3,                 # attempts (worker losses) before a run fails
+        "REAP_INTERVAL_SECONDS": 1.0,      # how often the reaper looks for expired leases
     }
 """
 
@@ -49,6 +53,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BODY_BYTES": 1_048_576,
     "DEFAULT_AGENT": "chat",
     "CONTENT_REPLAY": True,
+    "LEASE_SECONDS": 4.0,
+    "HEARTBEAT_SECONDS": 1.0,
+    "MAX_ATTEMPTS": 3,
+    "REAP_INTERVAL_SECONDS": 1.0,
 }
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -112,33 +110,10 @@ def celery_worker(test_database: str, redis_url: str) -> Iterator[dict[str, str]
         "HELIX_WORKER_CONCURRENCY": "20",
         "HELIX_AGENT_MODULES": "workers.demo_agents,tests.agents",
     }
+    from tests.live import start_celery_worker
+
     log_path = Path(tempfile.mkdtemp(prefix="helix-celery-")) / "worker.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "helix_site",
-            "worker",
-            "--loglevel=INFO",
-            "-n",
-            f"{queue}@%h",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while "ready." not in log_path.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the Celery worker did not start:\n{log_path.read_text()[-3000:]}")
-        time.sleep(0.2)
+    process = start_celery_worker(env, queue, log_path)
     from helix_site.celery import app as celery_app
 
     previous = celery_app.conf.broker_url
@@ -150,7 +125,6 @@ def celery_worker(test_database: str, redis_url: str) -> Iterator[dict[str, str]
         process.wait(20)
     except subprocess.TimeoutExpired:
         process.kill()
-    log.close()
 
 
 @pytest.fixture(scope="session")

@@ -50,3 +50,33 @@ def daphne(env: dict[str, str]) -> Iterator[int]:
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def start_celery_worker(env: dict[str, str], name: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """A ``celery -A helix_site worker`` process named ``name``; returns once it is ready."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "helix_site",
+            "worker",
+            "--loglevel=INFO",
+            "-n",
+            f"{name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while "ready." not in log_path.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the Celery worker did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.1)
+    return process

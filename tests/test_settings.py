@@ -122,7 +122,7 @@ def test_environment_variables_configure_the_site() -> None:
     assert _settings_in_subprocess(env, expression) == (
         "({'STREAMS': {'BACKEND': 'redis', 'OPTIONS': {'url': 'redis://cache:6380/3'}}, 'EXECUTOR': 'celery', "
         "'ALLOW_ANONYMOUS': True, 'AGENT_MODULES': ['workers.demo_agents'], 'RATE_LIMIT': 30, "
-        "'SLOW_CLIENT_TIMEOUT_SECONDS': 12.5}, True, ['chat.example.com', 'api.example.com'], '/srv/helix/chat.sqlite3', 's3cret', "
+        "'SLOW_CLIENT_TIMEOUT_SECONDS': 12.5, 'LEASE_SECONDS': 4.0, 'HEARTBEAT_SECONDS': 1.0}, True, ['chat.example.com', 'api.example.com'], '/srv/helix/chat.sqlite3', 's3cret', "
         "'redis://cache:6380/3')"
     )
 

@@ -5,6 +5,11 @@ Both start a run the same way (:func:`start_run`): the session is created on fir
 stream sequence before its first chunk (``start_sequence``). Then the in-process executor runs
 the agent as an asyncio task of the current loop, and the Celery executor enqueues one task per
 run. A second execution on a session with a run in flight raises ``RunConflictError``.
+
+Every execution is an *attempt* (:func:`execute_run`): it claims the run with a new fencing
+epoch and a lease that its process's :class:`~workers.leases.LeaseKeeper` renews. An attempt
+that takes over from a dead one (:func:`take_over`) voids the dead one's partial step, tells
+readers to resync, and continues after the last committed step.
 """
 
 from __future__ import annotations
@@ -13,16 +18,30 @@ import abc
 import asyncio
 import logging
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from streams.backends.base import StreamManager
+from streams.conf import helix_settings
+from streams.exceptions import StreamSupersededError
 from streams.messages import StoredMessage
+from streams.protocol import StepDiscarded, StreamResync, now_ms
+from workers.leases import LeaseKeeper
 from workers.runtime.agents import Agent, get_agent
 from workers.runtime.loop import RunLoop
-from workers.runtime.persistence import RunOutcome, RunRecorder
+from workers.runtime.persistence import RunClaim, RunOutcome, RunRecorder, RunSupersededError
 
-__all__ = ["CeleryExecutor", "Executor", "InProcessExecutor", "RunHandle", "execute_run", "start_run"]
+__all__ = [
+    "CeleryExecutor",
+    "Executor",
+    "InProcessExecutor",
+    "RunHandle",
+    "execute_run",
+    "lease_keeper",
+    "start_run",
+    "take_over",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +54,14 @@ class RunHandle:
     session_id: str
     start_sequence: int
     message_id: str
-    _result: asyncio.Future[RunOutcome] | None = field(default=None, repr=False)
+    _result: asyncio.Future[RunOutcome | None] | None = field(default=None, repr=False)
     _poll: Any = field(default=None, repr=False)
 
     async def result(self, timeout: float | None = None) -> RunOutcome:
         """Wait for the run to end."""
         if self._result is not None:
-            return await asyncio.wait_for(asyncio.shield(self._result), timeout)
+            outcome = await asyncio.wait_for(asyncio.shield(self._result), timeout)
+            return outcome or RunOutcome("superseded")  # another attempt owns the run now
         return await asyncio.wait_for(self._poll(), timeout)
 
 
@@ -83,32 +103,109 @@ async def start_run(
     return RunHandle(run_id, session_id, start_sequence, message_id)
 
 
-async def execute_run(
-    recorder: RunRecorder, streams: StreamManager, run_id: str, session_id: str, agent: Agent | str, message_id: str
-) -> RunOutcome:
-    """Run a recorded run to its end: the agent loop, the outcome recorded, the stream closed.
+def lease_keeper(recorder: RunRecorder) -> LeaseKeeper:
+    """A lease keeper with the configured lease and heartbeat (one per process and event loop)."""
+    return LeaseKeeper(
+        recorder,
+        lease_seconds=float(helix_settings.LEASE_SECONDS),
+        heartbeat_seconds=float(helix_settings.HEARTBEAT_SECONDS),
+    )
 
-    Whatever happens inside, the run ends recorded and its stream ended or failed.
+
+async def execute_run(
+    recorder: RunRecorder, streams: StreamManager, run_id: str, keeper: LeaseKeeper, agent: Agent | None = None
+) -> RunOutcome | None:
+    """Claim ``run_id`` for a new attempt and run it to its end: the agent loop, the outcome
+    recorded, the stream closed, every write fenced by the attempt's epoch. The run's agent is
+    looked up by name unless given (an agent defined without registering it).
+
+    ``None`` when there was nothing to claim (finished, or held by a live attempt) or when a
+    newer attempt superseded this one midway (then it leaves everything to that one).
     """
+    claim = await recorder.claim_run(run_id, keeper.worker, keeper.lease_seconds)
+    if claim is None:
+        return None
+    task = asyncio.current_task()
+    assert task is not None
+    keeper.hold(run_id, claim.epoch, task)
     try:
-        resolved = get_agent(agent) if isinstance(agent, str) else agent
+        return await _attempt(recorder, streams, claim, agent)
+    except (RunSupersededError, StreamSupersededError) as exc:
+        logger.warning("attempt %d of run %s was superseded: %s", claim.attempt, run_id, exc)
+        return None
+
+
+async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClaim, given: Agent | None) -> RunOutcome:
+    session_id, epoch = claim.session_id, claim.epoch
+    if claim.takeover:
+        await take_over(streams, claim)
+    else:
+        await streams.fence(session_id, epoch)
+    try:
+        agent = given if given is not None and given.name == claim.agent else get_agent(claim.agent)
     except Exception as exc:
         outcome = RunOutcome("failed", error_code=getattr(exc, "code", "internal_error"), error_message=str(exc))
-        writer = await streams.create_writer(session_id, run_id, str(agent))
+        writer = await streams.create_writer(session_id, claim.run_id, claim.agent, epoch=epoch)
         await writer.write(
             {"type": "error", "error": str(exc), "code": outcome.error_code, "recoverable": False, "step": 0}
         )
     else:
-        await recorder.mark_running(run_id)
-        outcome = await RunLoop(resolved, session_id=session_id, run_id=run_id, streams=streams, recorder=recorder).run(
-            message_id=message_id
+        loop = RunLoop(
+            agent, session_id=session_id, run_id=claim.run_id, streams=streams, recorder=recorder, epoch=epoch
         )
-    await recorder.finish_run(run_id, outcome)
+        outcome = await loop.run(message_id=claim.message_id, first_step=claim.step_count + 1)
+    await recorder.finish_run(claim.run_id, outcome, epoch=epoch)
     if outcome.status == "failed":
-        await streams.fail_stream(session_id, outcome.error_message or outcome.error_code)
+        await streams.fail_stream(session_id, outcome.error_message or outcome.error_code, epoch=epoch)
     elif outcome.status != "paused":
-        await streams.end_stream(session_id, output=outcome.output)
+        await streams.end_stream(session_id, output=outcome.output, epoch=epoch)
     return outcome
+
+
+async def take_over(streams: StreamManager, claim: RunClaim) -> None:
+    """Start attempt ``claim`` where the last one left off: fence the stream, void the partial
+    step the dead attempt was in (``step_discarded``), and tell readers to resync."""
+    latest = await streams.fence(claim.session_id, claim.epoch)
+    floor = claim.checkpoint_sequence if claim.checkpoint_sequence is not None else claim.start_sequence
+    step = claim.step_count + 1
+    partial = await streams.get_chunks_from_step(claim.session_id, step, min_sequence=floor)
+    writer = await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch)
+    last_good = latest
+    if partial:
+        last_good = partial[0][1] - 1
+        await writer.write(
+            StepDiscarded(
+                agent_id=claim.run_id,
+                agent_type=claim.agent,
+                timestamp=now_ms(),
+                run_id=claim.run_id,
+                step=step,
+                attempt=claim.attempt,
+                from_sequence=partial[0][1],
+                to_sequence=latest,
+                reason=claim.reason,
+            )
+        )
+    await writer.write(
+        StreamResync(
+            agent_id=claim.run_id,
+            agent_type=claim.agent,
+            timestamp=now_ms(),
+            run_id=claim.run_id,
+            reason=claim.reason,
+            attempt=claim.attempt,
+            checkpoint_id=claim.checkpoint_id,
+            last_good_sequence=last_good,
+        )
+    )
+    logger.info(
+        "run %s: attempt %d (epoch %d) takes over after step %d (%s)",
+        claim.run_id,
+        claim.attempt,
+        claim.epoch,
+        claim.step_count,
+        claim.reason,
+    )
 
 
 class Executor(abc.ABC):
@@ -155,12 +252,15 @@ class InProcessExecutor(Executor):
 
     def __init__(self, recorder: RunRecorder, streams: StreamManager) -> None:
         super().__init__(recorder, streams)
-        self._tasks: set[asyncio.Task[RunOutcome]] = set()
+        self._tasks: set[asyncio.Task[RunOutcome | None]] = set()
+        self._keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LeaseKeeper] = weakref.WeakKeyDictionary()
 
     async def _launch(self, agent: Agent, handle: RunHandle) -> None:
-        task = asyncio.get_running_loop().create_task(
-            execute_run(self.recorder, self.streams, handle.run_id, handle.session_id, agent, handle.message_id)
-        )
+        loop = asyncio.get_running_loop()
+        keeper = self._keepers.get(loop)
+        if keeper is None:
+            keeper = self._keepers[loop] = lease_keeper(self.recorder)
+        task = loop.create_task(execute_run(self.recorder, self.streams, handle.run_id, keeper, agent))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         handle._result = task

@@ -16,7 +16,7 @@ from chat.ai_sdk.partial import rebuild_partial_content
 from chat.ai_sdk.replay import has_replay_content, partial_message
 from chat.ai_sdk.state import RunInfo, StateStore
 from streams.backends.base import StreamManager
-from streams.protocol import StepCommitted, StoredChunk, now_ms
+from streams.protocol import StepCommitted, StepDiscarded, StoredChunk, now_ms
 
 __all__ = ["SnapshotDeps", "build_snapshot", "run_chunks"]
 
@@ -31,8 +31,21 @@ class SnapshotDeps:
 
 
 async def run_chunks(manager: StreamManager, session_id: str, run: RunInfo, up_to: int) -> list[StoredChunk]:
-    """The chunks of ``run`` (after its start sequence) up to sequence ``up_to``."""
-    return await manager.get_chunks_from_sequence(session_id, run.start_sequence, up_to=up_to)
+    """The chunks of ``run`` (after its start sequence) up to sequence ``up_to``, without those
+    of steps a later attempt discarded."""
+    return without_discarded(await manager.get_chunks_from_sequence(session_id, run.start_sequence, up_to=up_to))
+
+
+def without_discarded(chunks: list[StoredChunk]) -> list[StoredChunk]:
+    """``chunks`` less the ranges that ``step_discarded`` chunks among them void.
+
+    When a worker dies mid-step, the attempt that takes over voids the partial step it left in
+    the stream; what is rebuilt from the stream (replays, partial content) must not show it.
+    """
+    ranges = [(c.from_sequence, c.to_sequence) for c, _ in chunks if isinstance(c, StepDiscarded)]
+    if not ranges:
+        return chunks
+    return [stored for stored in chunks if not any(low <= stored[1] <= high for low, high in ranges)]
 
 
 def _uncommitted(chunks: list[StoredChunk], loaded_messages: int, run: RunInfo) -> list[StoredChunk]:

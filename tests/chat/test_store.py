@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.models import Checkpoint, Message, Run, Session
 from chat.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage, ToolCall
-from workers.runtime.persistence import RunConflictError, RunOutcome, UnknownSessionError
+from workers.runtime.persistence import RunConflictError, RunOutcome, RunSupersededError, UnknownSessionError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,6 +29,63 @@ STEP = [
     ),
     StoredMessage(role="tool", tool_call_id="c1", content="42"),
 ]
+
+
+async def expire_lease(run_id: str) -> None:
+    await Run.objects.filter(pk=run_id).aupdate(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+async def test_leases_claims_and_fencing() -> None:
+    store = DjangoStateStore()
+    session_id = str(uuid.uuid4())
+    run_id = await store.start_run(session_id, "tools", user_message=USER, start_sequence=0, message_id="m1")
+    first = await store.claim_run(run_id, "w1", 30)
+    assert first is not None and first.epoch == 1 and not first.takeover
+    assert await store.claim_run(run_id, "w2", 30) is None  # held under a live lease
+    await store.commit_step(run_id, 1, STEP, {"calls": 1}, 12, epoch=1)
+    assert await store.renew_leases("w1", [run_id], 30) == {run_id}
+
+    await expire_lease(run_id)  # w1 went silent
+    second = await store.claim_run(run_id, "w2", 30)
+    assert second is not None
+    assert (second.reason, second.attempt, second.epoch, second.step_count) == ("worker_lost", 2, 2, 1)
+    assert second.checkpoint_id is not None and second.checkpoint_sequence == 12
+    assert await store.renew_leases("w1", [run_id], 30) == set()  # w1 learns it lost the run
+    with pytest.raises(RunSupersededError):
+        await store.commit_step(run_id, 2, [StoredMessage(role="assistant", content="zombie")], {}, 20, epoch=1)
+    with pytest.raises(RunSupersededError):
+        await store.finish_run(run_id, RunOutcome("completed"), epoch=1)
+    assert [m.content async for m in Message.objects.filter(session_id=session_id).order_by("position")] == [
+        USER.content,
+        "Let me compute.",
+        "42",
+    ]
+
+    assert await store.release_run(run_id, 1) is False  # not the holder
+    assert await store.release_run(run_id, 2) is True  # a clean shutdown hands it back
+    third = await store.claim_run(run_id, "w3", 30)
+    assert third is not None and (third.reason, third.attempt, third.epoch) == ("handed_back", 2, 3)
+
+    await expire_lease(run_id)
+    fourth = await store.claim_run(run_id, "w4", 30)
+    assert fourth is not None and fourth.attempt == 3
+    await expire_lease(run_id)
+    assert await store.claim_run(run_id, "w5", 30) is None  # out of attempts: the reaper fails it
+    await store.finish_run(run_id, RunOutcome("completed", output="ok"), epoch=4)
+    run = await Run.objects.aget(pk=run_id)
+    assert (run.status, run.lease_expires_at) == ("completed", None)
+
+
+async def test_epochs_grow_across_a_sessions_runs() -> None:
+    store = DjangoStateStore()
+    session_id = str(uuid.uuid4())
+    run_id = await store.start_run(session_id, "tools", user_message=USER, start_sequence=0, message_id="m1")
+    assert (await store.claim_run(run_id, "w1", 30)).epoch == 1  # type: ignore[union-attr]
+    await store.finish_run(run_id, RunOutcome("completed"), epoch=1)
+    next_run = await store.start_run(session_id, "tools", user_message=USER, start_sequence=9, message_id="m2")
+    assert (await store.claim_run(next_run, "w1", 30)).epoch == 2  # type: ignore[union-attr]
+    assert await store.claim_run(str(uuid.uuid4()), "w1", 30) is None
+    assert await store.claim_run("not-a-uuid", "w1", 30) is None
 
 
 def test_migrations_are_in_sync() -> None:
@@ -46,8 +105,9 @@ async def test_a_run_from_start_to_finish() -> None:
         7,
         1,
     )
-    await store.mark_running(run_id, worker="w1")
-    checkpoint_id, count = await store.commit_step(run_id, 1, STEP, {"calls": 1}, 12)
+    claim = await store.claim_run(run_id, "w1", 30)
+    assert claim is not None and (claim.reason, claim.attempt, claim.epoch, claim.step_count) == ("start", 1, 1, 0)
+    checkpoint_id, count = await store.commit_step(run_id, 1, STEP, {"calls": 1}, 12, epoch=1)
     assert count == 3
     await store.commit_step(run_id, 2, [StoredMessage(role="assistant", id="m1", content="42.")], {"calls": 1}, 15)
     await store.finish_run(run_id, RunOutcome("completed", output={"answer": 42}, usage={"total_tokens": 9}))

@@ -33,6 +33,7 @@ async function run(request) {
   const snapshots = [];
   let state;
   let chat;
+  let onResync;
 
   function makeChat(messages, resumeFromSequence) {
     const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence };
@@ -41,8 +42,9 @@ async function run(request) {
       prepareReconnectToStreamRequest: helix.prepareHelixReconnectRequest(options),
     });
     state = new State(structuredClone(messages));
-    const onResync = helix.createResyncHandler({
+    onResync = helix.createResyncHandler({
       sessionId: request.sessionId, baseUrl: base, headers, setMessages: (m) => { state.messages = m; },
+      getChat: () => chat, reconnectOptions: options,
     });
     class Chat extends ai.AbstractChat {
       constructor() {
@@ -74,9 +76,19 @@ async function run(request) {
       snapshots.push(snapshot);
       makeChat(snapshot.messages, snapshot.streamSequence);
       if (helix.shouldResume(snapshot)) await chat.resumeStream();
+    } else if (action.kind === "wait-for-end") {
+      // Follow the run to its end: resume whenever the client is left without a stream.
+      const deadline = Date.now() + (action.timeoutMs ?? 90000);
+      while (Date.now() < deadline) {
+        await onResync.settled();
+        const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+        if (!helix.shouldResume(snapshot) && state.status !== "streaming" && state.status !== "submitted") break;
+        await sleep(200);
+      }
     } else {
       throw new Error(`unknown action ${action.kind}`);
     }
+    await onResync.settled();
   }
   return { messages: state.messages, status: state.status, error: state.error ? String(state.error.message ?? state.error) : null,
            errors, data, snapshots };

@@ -33,7 +33,8 @@ async def test_runs_on_a_real_worker(
         outcome = await handle.result(timeout=60)
         assert outcome.status == "completed", Path(celery_worker["log"]).read_text()[-3000:]
         run = await Run.objects.aget(pk=handle.run_id)
-        assert run.status == "completed" and run.started_at and run.finished_at and run.worker == ""
+        assert run.status == "completed" and run.started_at and run.finished_at and run.worker
+        assert (run.attempt, run.epoch, run.lease_expires_at) == (1, 1, None)
         assert await Checkpoint.objects.filter(run=run).acount() == run.step_count >= 2
         info = await streams.get_stream_info(handle.session_id)
         assert info is not None and info.status == "ended"
@@ -56,7 +57,7 @@ async def test_a_run_already_taken_is_not_executed_twice(celery_worker: dict[str
             assert time.monotonic() < deadline, "the redelivered task never finished"
             time.sleep(0.1)
         log = Path(celery_worker["log"]).read_text()
-        assert f"{done}" in log and "'completed'" in log.split(done, 1)[1].splitlines()[0]
+        assert f"{done}" in log and "'skipped'" in log.split(done, 1)[1].splitlines()[0]
         assert (await Run.objects.aget(pk=handle.run_id)).step_count == steps
     finally:
         await streams.aclose()

@@ -20,13 +20,13 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
 from streams.backends.base import StreamManager, StreamWriter
-from streams.exceptions import HelixError
+from streams.exceptions import HelixError, StreamSupersededError
 from streams.messages import StoredMessage, ToolCall
 from streams.protocol import TextDelta, Thinking, now_ms
 from workers.llm.base import LLMError, ReasoningDelta, TextPiece, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
 from workers.runtime.agents import Agent, Tool
 from workers.runtime.context import StatePatchError, ToolContext, diff_state
-from workers.runtime.persistence import RunOutcome, RunRecorder
+from workers.runtime.persistence import RunOutcome, RunRecorder, RunSupersededError
 
 __all__ = ["RunError", "RunLoop", "run_child"]
 
@@ -86,6 +86,7 @@ class RunLoop:
         recorder: RunRecorder | None,
         agent_id: str | None = None,
         parent: RunLoop | None = None,
+        epoch: int | None = None,
     ) -> None:
         self.agent = agent
         self.session_id = session_id
@@ -94,6 +95,7 @@ class RunLoop:
         self.recorder = recorder
         self.agent_id = agent_id or run_id
         self.parent = parent
+        self.epoch: int | None = epoch if parent is None else parent.epoch  # fences the attempt's writes
         self.step = 0
         self.state: dict[str, Any] = {}
         self.messages: list[StoredMessage] = []
@@ -113,7 +115,9 @@ class RunLoop:
         await self.writer.write(chunk)
 
     async def _open(self) -> None:
-        self._writer = await self.streams.create_writer(self.session_id, self.agent_id, self.agent.name, buffered=True)
+        self._writer = await self.streams.create_writer(
+            self.session_id, self.agent_id, self.agent.name, buffered=True, epoch=self.epoch
+        )
 
     # -- the run ---------------------------------------------------------------------------------
 
@@ -123,8 +127,14 @@ class RunLoop:
         messages: list[StoredMessage] | None = None,
         state: dict[str, Any] | None = None,
         message_id: str | None = None,
+        first_step: int = 1,
     ) -> RunOutcome:
-        """Run to the end and return how it ended (recorded by the caller)."""
+        """Run to the end and return how it ended (recorded by the caller).
+
+        A new attempt of a run starts at ``first_step``, after the steps committed before it.
+        A superseded attempt (:class:`RunSupersededError`, :class:`StreamSupersededError`)
+        raises: it has nothing left to record.
+        """
         if messages is None or state is None:
             assert self.recorder is not None
             session = await self.recorder.load_session(self.session_id)
@@ -132,7 +142,9 @@ class RunLoop:
         self.messages, self.state, self.message_id = list(messages), dict(state), message_id
         await self._open()
         try:
-            return await self._steps()
+            return await self._steps(first_step)
+        except (RunSupersededError, StreamSupersededError):
+            raise
         except _Interrupted:
             await self.write(
                 {"type": "run_interrupted", "runId": self.run_id, "step": self.step, "reason": "user_stop"}
@@ -165,8 +177,8 @@ class RunLoop:
         if await self.recorder.run_status(self.run_id) == "interrupted":
             raise _Interrupted
 
-    async def _steps(self) -> RunOutcome:
-        for step in range(1, self.agent.max_steps + 1):
+    async def _steps(self, first_step: int) -> RunOutcome:
+        for step in range(first_step, self.agent.max_steps + 1):
             self.step = step
             await self._check_stop(force=True)
             if self.parent is None:
@@ -207,7 +219,12 @@ class RunLoop:
             return
         sequence = await self.writer.flush() or 0
         checkpoint_id, count = await self.recorder.commit_step(
-            self.run_id, self.step, step_messages, json.loads(json.dumps(self.state, default=str)), sequence
+            self.run_id,
+            self.step,
+            step_messages,
+            json.loads(json.dumps(self.state, default=str)),
+            sequence,
+            epoch=self.epoch,
         )
         await self.write({"type": "step_committed", "runId": self.run_id, "step": self.step, "messageCount": count})
         await self.write(
@@ -319,7 +336,7 @@ class RunLoop:
             if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
                 result = await result
             result = _jsonable(result)
-        except (_Interrupted, asyncio.CancelledError):
+        except (_Interrupted, asyncio.CancelledError, RunSupersededError, StreamSupersededError):
             raise
         except Exception as exc:
             error = str(exc) or type(exc).__name__

@@ -2,7 +2,9 @@
 
 The runtime loads a session's history and state, and after every step commits the step's
 messages, the new state and a checkpoint in one transaction. Starting and finishing runs is the
-executor's side of the same interface.
+executor's side of the same interface, and so are leases: an attempt claims a run (and a new
+fencing epoch), renews its lease while it runs, and can hand the run back. Every write of an
+attempt names its epoch; the database refuses it once a newer attempt has claimed the run.
 """
 
 from __future__ import annotations
@@ -14,13 +16,28 @@ from typing import Any
 from streams.exceptions import HelixError
 from streams.messages import StoredMessage
 
-__all__ = ["RunConflictError", "RunOutcome", "RunRecorder", "SessionSnapshot", "UnknownSessionError"]
+__all__ = [
+    "RunClaim",
+    "RunConflictError",
+    "RunOutcome",
+    "RunRecorder",
+    "RunSupersededError",
+    "SessionSnapshot",
+    "UnknownSessionError",
+]
 
 
 class RunConflictError(HelixError):
     """The session already has a run in flight."""
 
     code = "RUN_CONFLICT"
+    status_code = 409
+
+
+class RunSupersededError(HelixError):
+    """A newer attempt claimed the run: this attempt's writes are refused and it must stop."""
+
+    code = "EXECUTOR_SUPERSEDED"
     status_code = 409
 
 
@@ -39,6 +56,33 @@ class SessionSnapshot:
     agent: str
     messages: list[StoredMessage]
     state: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunClaim:
+    """An attempt's hold on a run.
+
+    ``epoch`` fences the attempt's writes (it exceeds every earlier epoch of the session).
+    ``takeover`` is set when an earlier attempt ran: this one continues after the
+    ``step_count`` steps committed so far, from checkpoint ``checkpoint_id`` whose chunks end
+    at ``checkpoint_sequence``. ``reason``: ``start``, ``worker_lost`` or ``handed_back``.
+    """
+
+    run_id: str
+    session_id: str
+    agent: str
+    message_id: str
+    epoch: int
+    attempt: int
+    step_count: int
+    start_sequence: int
+    reason: str = "start"
+    checkpoint_id: str | None = None
+    checkpoint_sequence: int | None = None
+
+    @property
+    def takeover(self) -> bool:
+        return self.reason != "start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,19 +121,41 @@ class RunRecorder(abc.ABC):
         """History and state of the session."""
 
     @abc.abstractmethod
-    async def mark_running(self, run_id: str, *, worker: str = "") -> None:
-        """The run started executing."""
+    async def claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
+        """Atomically take ``run_id`` for a new attempt on ``worker``, with a new epoch and a lease.
+
+        A queued run is claimed for its first attempt (or, when handed back, for the next one
+        without counting an attempt); a running run only once its lease has expired, counting
+        one more attempt. ``None`` when the run is not claimable (finished, paused, or held
+        under a live lease)."""
+
+    @abc.abstractmethod
+    async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:
+        """Extend the leases ``worker`` holds on ``run_ids``; return the ids it still holds."""
+
+    @abc.abstractmethod
+    async def release_run(self, run_id: str, epoch: int) -> bool:
+        """Hand a run back (a worker shutting down) without counting an attempt: it is queued
+        again, to be claimed by the next attempt. False when ``epoch`` no longer holds it."""
 
     @abc.abstractmethod
     async def commit_step(
-        self, run_id: str, step: int, messages: list[StoredMessage], state: dict[str, Any], stream_sequence: int
+        self,
+        run_id: str,
+        step: int,
+        messages: list[StoredMessage],
+        state: dict[str, Any],
+        stream_sequence: int,
+        *,
+        epoch: int | None = None,
     ) -> tuple[str, int]:
         """Atomically append the step's messages, store the state, count the step and write a
-        checkpoint. Returns ``(checkpoint id, session message count)``."""
+        checkpoint. Returns ``(checkpoint id, session message count)``. Raises
+        :class:`RunSupersededError` (nothing stored) when ``epoch`` no longer holds the run."""
 
     @abc.abstractmethod
-    async def finish_run(self, run_id: str, outcome: RunOutcome) -> None:
-        """Record how the run ended."""
+    async def finish_run(self, run_id: str, outcome: RunOutcome, *, epoch: int | None = None) -> None:
+        """Record how the run ended (fenced like :meth:`commit_step`)."""
 
     @abc.abstractmethod
     async def run_status(self, run_id: str) -> str:

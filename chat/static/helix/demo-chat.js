@@ -117,7 +117,10 @@ function makeChat(messages, resumeFromSequence) {
     prepareReconnectToStreamRequest: prepareHelixReconnectRequest(chatOptions),
   });
   const state = new PageState(messages);
-  const resync = createResyncHandler({ sessionId, setMessages: (next) => { state.messages = next; }, onResync: () => activity("resynced after a worker change") });
+  const resync = createResyncHandler({
+    sessionId, getChat: () => chat, reconnectOptions: chatOptions,
+    setMessages: (next) => { state.messages = next; }, onResync: () => activity("resynced after a worker change"),
+  });
   class PageChat extends AbstractChat {
     constructor() {
       super({ id: sessionId, transport, state, onData: (part) => { onData(part); return resync(part); }, onError: (error) => activity(`error: ${error.message}`, "error") });

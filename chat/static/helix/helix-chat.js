@@ -99,14 +99,35 @@ export function shouldResume(snapshot) {
 }
 
 /**
- * An `onData` callback: on `data-stream-resync` (a worker was replaced mid-run) it reloads the
- * snapshot and hands its messages to `setMessages`, so the page shows what the database holds.
+ * An `onData` callback for `data-stream-resync`: the worker running the answer died and another
+ * took over from the last committed step, so what the page shows of the answer may hold a step
+ * that was voided. Right after the current event (outside the SDK's update job) the handler
+ * stops the stream, reloads the snapshot, hands its messages to `setMessages`, points
+ * `reconnectOptions` (the object given to `prepareHelixReconnectRequest`) at the snapshot's
+ * position and resumes: the answer is rebuilt from what the server holds, and ends as it would
+ * have without the crash. Without `getChat` it only replaces the messages.
+ * `handler.settled()` is a promise for the resyncs in progress.
  */
-export function createResyncHandler({ sessionId, baseUrl, headers, fetch: fetchImpl, setMessages, onResync }) {
-  return async (part) => {
-    if (part?.type !== "data-stream-resync") return;
+export function createResyncHandler({
+  sessionId, baseUrl, headers, fetch: fetchImpl, setMessages, getChat, reconnectOptions, onResync,
+}) {
+  let pending = Promise.resolve();
+  const resync = async (data) => {
+    const chat = getChat?.();
+    if (chat) await chat.stop();
     const snapshot = await loadHelixSnapshot({ sessionId, baseUrl, headers, fetch: fetchImpl });
     if (snapshot) setMessages(snapshot.messages);
-    onResync?.(part.data, snapshot);
+    if (snapshot && reconnectOptions) reconnectOptions.resumeFromSequence = snapshot.streamSequence;
+    onResync?.(data, snapshot);
+    if (chat && shouldResume(snapshot)) await chat.resumeStream();
   };
+  const handler = (part) => {
+    if (part?.type !== "data-stream-resync") return;
+    pending = pending
+      .then(() => new Promise((resolve) => setTimeout(resolve, 0)))
+      .then(() => resync(part.data))
+      .catch((error) => onResync?.(part.data, null, error));
+  };
+  handler.settled = () => pending;
+  return handler;
 }

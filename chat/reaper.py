@@ -1,0 +1,115 @@
+"""The reaper: runs whose worker went silent are handed to a live one, or failed.
+
+A run's lease expires when its worker stops renewing it (killed, frozen, cut off). The reaper
+(``helix.reap_runs`` on Celery beat, or ``manage.py reap_runs``) sends such a run to a worker,
+whose attempt claims it and takes over from the last checkpoint. A run that has used up
+``HELIX["MAX_ATTEMPTS"]`` fails with ``worker_lost``, and so does its stream. A run stopped by
+its user whose worker died before it could say so gets its stream ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from chat.models import Run, Session
+from streams.backends import get_stream_manager
+from streams.conf import helix_settings
+from streams.exceptions import HelixError
+from workers.executors import RUN_TASK
+
+__all__ = ["ReapReport", "reap_expired_runs"]
+
+logger = logging.getLogger(__name__)
+
+# (run id, epoch) → when it was sent: an expired run is sent once per epoch, again only if the
+# attempt it was sent for has not claimed it within a few leases.
+_sent: dict[tuple[str, int], float] = {}
+
+
+@dataclass
+class ReapReport:
+    dispatched: int = 0
+    failed: int = 0
+    closed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def reap_expired_runs(now: datetime | None = None) -> ReapReport:
+    """One pass over the runs whose lease expired."""
+    from celery import current_app
+
+    now = now or timezone.now()
+    report = ReapReport()
+    lease = float(helix_settings.LEASE_SECONDS)
+    max_attempts = int(helix_settings.MAX_ATTEMPTS)
+    expired = Run.objects.filter(lease_expires_at__lt=now)
+    for run in expired.filter(status=Run.Status.RUNNING).only("id", "session_id", "epoch", "attempt"):
+        if run.attempt >= max_attempts:
+            if _close(run, "failed", f"The run's worker was lost {run.attempt} times"):
+                report.failed += 1
+            continue
+        key = (str(run.pk), run.epoch)
+        if time.monotonic() - _sent.get(key, -1e9) < 3 * lease:
+            continue
+        _sent[key] = time.monotonic()
+        current_app.send_task(RUN_TASK, args=[str(run.pk)])
+        report.dispatched += 1
+        logger.warning("run %s (attempt %d) lost its worker: sent to another", run.pk, run.attempt)
+    for run in expired.filter(status=Run.Status.INTERRUPTED).only("id", "session_id", "epoch"):
+        if _close(run, "interrupted", ""):
+            report.closed += 1
+    for key, sent_at in list(_sent.items()):
+        if time.monotonic() - sent_at > 10 * lease:
+            del _sent[key]
+    return report
+
+
+def _close(run: Run, status: str, error: str) -> bool:
+    """Record the end of a run whose worker is gone, then fence its stream and close it."""
+    epoch = run.epoch + 1  # above the dead attempt's: nothing of it can land after this
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run.pk, epoch=run.epoch, lease_expires_at__isnull=False).update(
+            status=status,
+            epoch=epoch,
+            lease_expires_at=None,
+            finished_at=timezone.now(),
+            error_code="worker_lost" if status == "failed" else F("error_code"),
+            error_message=error or F("error_message"),
+        )
+        if not updated:
+            return False
+        Session.objects.filter(pk=run.session_id).update(
+            status=Session.Status.FAILED if status == "failed" else Session.Status.IDLE
+        )
+    session_id = str(run.session_id)
+
+    async def close_stream() -> None:
+        streams = get_stream_manager()
+        try:
+            await streams.fence(session_id, epoch)
+            writer = await streams.create_writer(session_id, str(run.pk), epoch=epoch)
+            if status == "failed":
+                await writer.write(
+                    {"type": "error", "error": error, "code": "worker_lost", "recoverable": False, "step": 0}
+                )
+                await streams.fail_stream(session_id, error, epoch=epoch)
+            else:
+                await writer.write({"type": "run_interrupted", "runId": str(run.pk), "step": 0, "reason": "user_stop"})
+                await streams.end_stream(session_id, epoch=epoch)
+        except HelixError:
+            logger.exception("could not close the stream of run %s", run.pk)
+        finally:
+            await streams.aclose()
+
+    async_to_sync(close_stream)()
+    return True

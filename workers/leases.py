@@ -1,0 +1,94 @@
+"""Leases: a worker process keeps the runs it executes alive with heartbeats.
+
+Every run an attempt claims carries a lease (``HELIX["LEASE_SECONDS"]``). One :class:`LeaseKeeper`
+per process and event loop renews the leases of all its runs every ``HEARTBEAT_SECONDS`` in one
+database update. A run the keeper no longer holds (a reaper gave it to another worker after this
+one stalled) is cancelled here; its writes were fenced off already. On a clean shutdown the
+keeper hands its runs back (:meth:`LeaseKeeper.hand_back`) so another worker continues them
+without counting an attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from workers.runtime.persistence import RunRecorder
+
+__all__ = ["LeaseKeeper", "worker_name"]
+
+logger = logging.getLogger(__name__)
+
+
+def worker_name() -> str:
+    """This process's name on the runs it holds: host, pid and a random part (pids get reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class _Held:
+    epoch: int
+    task: asyncio.Task[object]
+
+
+class LeaseKeeper:
+    """Renews the leases of the runs this process executes (one keeper per event loop)."""
+
+    def __init__(
+        self, recorder: RunRecorder, *, lease_seconds: float, heartbeat_seconds: float, worker: str | None = None
+    ) -> None:
+        self.recorder = recorder
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.worker = worker or worker_name()
+        self._held: dict[str, _Held] = {}
+        self._beat: asyncio.Task[None] | None = None
+
+    def hold(self, run_id: str, epoch: int, task: asyncio.Task[object]) -> None:
+        """Keep ``run_id`` leased while ``task`` (its attempt) runs."""
+        self._held[run_id] = _Held(epoch, task)
+        task.add_done_callback(lambda _: self._release(run_id, task))
+        if self._beat is None or self._beat.done():
+            self._beat = asyncio.ensure_future(self._heartbeats())
+
+    def _release(self, run_id: str, task: asyncio.Task[object]) -> None:
+        held = self._held.get(run_id)
+        if held is not None and held.task is task:
+            del self._held[run_id]
+
+    @property
+    def run_ids(self) -> list[str]:
+        return list(self._held)
+
+    async def _heartbeats(self) -> None:
+        while self._held:
+            await asyncio.sleep(self.heartbeat_seconds)
+            await self.beat()
+
+    async def beat(self) -> None:
+        """Renew every lease now; cancel the attempts whose run went to another worker."""
+        ids = self.run_ids
+        if not ids:
+            return
+        try:
+            still = await self.recorder.renew_leases(self.worker, ids, self.lease_seconds)
+        except Exception:  # the database is away: try again next beat, the lease has slack
+            logger.exception("could not renew the leases of %d runs", len(ids))
+            return
+        for run_id in ids:
+            held = self._held.get(run_id)
+            if held is not None and run_id not in still:
+                logger.warning("run %s was taken over by another worker: stopping this attempt", run_id)
+                held.task.cancel()
+
+    async def hand_back(self) -> list[str]:
+        """Stop every attempt and queue its run again for another worker (a clean shutdown)."""
+        held = list(self._held.items())
+        for _, attempt in held:
+            attempt.task.cancel()
+        await asyncio.gather(*(attempt.task for _, attempt in held), return_exceptions=True)
+        return [run_id for run_id, attempt in held if await self.recorder.release_run(run_id, attempt.epoch)]
