@@ -3,7 +3,7 @@
     python -m tests.chaos.crash --kills 20      # figures: survived kills, lost/duplicated messages,
                                                # worker death → first chunk of the takeover
 
-Starts its own Redis-backed database file and worker pool (needs ``HELIX_TEST_REDIS_URL`` or
+Starts its own SQLite database file and worker pool (needs ``HELIX_TEST_REDIS_URL`` or
 ``--redis-url``). Each round runs the ``research`` demo agent (a sub-agent, tools, state, three
 steps), SIGKILLs the worker holding it at a random moment, and compares the session with an
 uncrashed reference run of the same question.
@@ -125,7 +125,8 @@ def main() -> None:
     print(f"kills survived / attempted: {len(survived)} / {len(killed)} ({len(rounds)} rounds)")
     print(f"runs whose messages differ from the reference: {sum(not r.same_messages for r in rounds)}")
     print(
-        f"duplicated messages: {sum(r.duplicates for r in rounds)}; tool re-executions: {sum(r.notes != 1 for r in rounds)}"
+        f"duplicated messages: {sum(r.duplicates for r in rounds)}; lost messages: {sum(r.lost for r in rounds)}; "
+        f"tool re-executions: {sum(r.notes != 1 for r in rounds)}"
     )
     if takeovers:
         print(
