@@ -158,6 +158,8 @@ class RunLoop:
         finally:
             try:
                 await self.writer.close()
+            except StreamSupersededError:
+                pass  # a newer attempt holds the stream: what this one buffered is void
             except HelixError:
                 logger.exception("could not flush the last chunks of run %s", self.run_id)
 
