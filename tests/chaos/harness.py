@@ -57,11 +57,12 @@ class WorkerPool:
         self.workers[process.pid] = process
         return process.pid
 
-    def kill(self, pid: int) -> None:
-        """SIGKILL worker ``pid`` and start a replacement, so ``size`` stay alive."""
+    def kill(self, pid: int, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send ``sig`` (SIGKILL: a crash, SIGTERM: a clean shutdown) to worker ``pid``, wait for it
+        to exit, and start a replacement, so ``size`` stay alive."""
         process = self.workers.pop(pid)
-        os.kill(pid, signal.SIGKILL)
-        process.wait(10)
+        os.kill(pid, sig)
+        process.wait(60)
         self.add_worker()
 
     def log_tail(self) -> str:

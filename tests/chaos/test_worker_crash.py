@@ -145,3 +145,32 @@ async def test_the_real_client_following_a_crash_ends_with_the_uncrashed_answer(
     resyncs = [d for d in answer["data"] if d.get("type") == "data-stream-resync"]  # type: ignore[union-attr]
     assert resyncs, "the client never heard of the takeover"
     assert _shown(answer["messages"]) == _shown(reference["messages"])  # type: ignore[arg-type]
+
+
+async def test_a_clean_shutdown_hands_the_run_back_without_counting_an_attempt(
+    pool: WorkerPool, redis_url: str
+) -> None:
+    import asyncio
+    import signal
+
+    from chat.models import Run
+    from tests.chaos.crash import QUESTION
+
+    streams = RedisStreamManager(redis_url)
+    executor = CeleryExecutor(DjangoStateStore(), streams, queue=pool.queue)
+    try:
+        reference = await reference_conversation(executor)
+        handle = await executor.execute("research", QUESTION)
+        await asyncio.sleep(1.0)
+        run = await Run.objects.aget(pk=handle.run_id)
+        assert run.status == "running", "the run ended before the shutdown"
+        started = time.monotonic()
+        await asyncio.to_thread(pool.kill, int(run.worker.split(":")[1]), signal.SIGTERM)
+        await handle.result(timeout=60)
+        result = await inspect(handle.run_id, None, reference, streams)
+    finally:
+        await streams.aclose()
+    assert result.completed and result.resynced, pool.log_tail()
+    assert result.attempts == 1, "a clean shutdown counted as a lost worker"
+    assert result.same_messages and (result.duplicates, result.lost, result.notes) == (0, 0, 1)
+    assert time.monotonic() - started < 30  # handed back at once, not after a lease ran out
