@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import re
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class WriteBatch:
     chunks: list[Chunk] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
     steps: list[tuple[int, int]] = field(default_factory=list)
+    #: ``<writer>:<n>``, set by the writer: lets a backend retry the append without doubling it.
+    token: str | None = None
 
 
 @dataclass(slots=True)
@@ -310,6 +313,15 @@ class StreamWriter:
         self.epoch = epoch
         self.last_sequence: int | None = None
         self._closed = False
+        self._writer_token = uuid.uuid4().hex[:12]
+        self._batches = 0
+
+    async def _store(self, batch: WriteBatch) -> int:
+        """Append ``batch`` under this writer's epoch, with a token that makes retries safe."""
+        if batch.token is None:
+            self._batches += 1
+            batch.token = f"{self._writer_token}:{self._batches}"
+        return await self.manager._append(self.stream_id, batch, self.epoch)
 
     def prepare(self, chunk: Chunk | Mapping[str, Any]) -> tuple[Chunk, bytes]:
         """Validate ``chunk``; a dict gets this writer's ``agentId``/``agentType`` and the current
@@ -345,13 +357,13 @@ class StreamWriter:
             batch.payloads.append(payload)
         if not batch.chunks:
             return self.last_sequence
-        self.last_sequence = await self.manager._append(self.stream_id, batch, self.epoch)
+        self.last_sequence = await self._store(batch)
         return self.last_sequence
 
     async def begin_step(self, step: int) -> None:
         """Record that step ``step`` begins with the next chunk written to the stream."""
         self._check_open()
-        await self.manager._append(self.stream_id, WriteBatch(steps=[(step, 0)]), self.epoch)
+        await self._store(WriteBatch(steps=[(step, 0)]))
 
     async def flush(self) -> int | None:
         """Wait until every chunk written so far is stored; return the last sequence."""

@@ -23,7 +23,8 @@ class BufferedStreamWriter(StreamWriter):
     chunks keep buffering and go out together in the next one. ``write`` returns ``None``: the
     sequence is known once stored (``flush()`` returns the last one). When a batch cannot be
     stored, its chunks stay buffered and the error is raised by the next ``write``, ``flush`` or
-    ``close``; a later flush retries them.
+    ``close``; a later flush retries that batch first, under the same token, so a batch whose
+    reply was lost is not stored twice.
     """
 
     max_batch = 512
@@ -44,6 +45,7 @@ class BufferedStreamWriter(StreamWriter):
         self.flush_size = max(1, flush_size)
         self.flush_interval = flush_interval
         self._batch = WriteBatch()
+        self._failed: WriteBatch | None = None
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._error: BaseException | None = None
@@ -98,22 +100,18 @@ class BufferedStreamWriter(StreamWriter):
         )
         return head
 
-    def _give_back(self, batch: WriteBatch) -> None:
-        offset = len(batch.chunks)
-        rest = self._batch
-        batch.chunks.extend(rest.chunks)
-        batch.payloads.extend(rest.payloads)
-        batch.steps.extend((s, i + offset) for s, i in rest.steps)
-        self._batch = batch
+    def _pending(self) -> bool:
+        return self._failed is not None or bool(self._batch.chunks or self._batch.steps)
 
     async def _run(self) -> None:
         try:
-            while self._batch.chunks or self._batch.steps:
-                batch = self._take()
+            while self._pending():
+                batch = self._failed or self._take()
+                self._failed = None
                 try:
-                    self.last_sequence = await self.manager._append(self.stream_id, batch, self.epoch)
+                    self.last_sequence = await self._store(batch)
                 except BaseException as exc:
-                    self._give_back(batch)
+                    self._failed = batch  # retried first and with its token: never stored twice
                     self._error = exc
                     return
         finally:
@@ -125,7 +123,7 @@ class BufferedStreamWriter(StreamWriter):
             if self._task is not None:
                 await asyncio.shield(self._task)
             self._raise_error()
-            if not (self._batch.chunks or self._batch.steps):
+            if not self._pending():
                 return self.last_sequence
             self._start()
 

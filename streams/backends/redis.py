@@ -5,8 +5,11 @@ sequences, is stored and is announced in one atomic step, and a write to a close
 nothing. Live tailing goes through one shared pub/sub connection per process and event loop
 (``redis_tail``). Clients are created lazily, one pool per event loop, so the manager works from
 Daphne's loop, ``asyncio.run`` in a worker and test loops alike. The client never retries a
-command by itself (a retried write could be stored twice); reads are retried here, writes raise
-:class:`~streams.exceptions.StreamUnavailableError` for the caller to decide.
+command by itself (a blindly retried write could be stored twice). Here, reads are retried, and
+so are writes that carry a writer's batch token (the script stores a batch once, however often
+it is sent), status changes and fences, for up to ``retry_timeout`` seconds: a Redis restart
+pauses the writers instead of failing their runs. Past that,
+:class:`~streams.exceptions.StreamUnavailableError` reaches the caller.
 """
 
 from __future__ import annotations
@@ -172,6 +175,24 @@ class RedisStreamManager(StreamManager):
         except _NETWORK_ERRORS as exc:
             raise StreamUnavailableError(stream_id, f"Redis unreachable: {exc}") from exc
 
+    async def _call_until_reachable(
+        self, stream_id: str, action: Callable[[], Awaitable[T]], epoch: int | None = None
+    ) -> T:
+        """Like :meth:`_call`, retrying an operation that is safe to repeat (a tokened append, a
+        status change, a fence) while Redis is unreachable, for up to ``retry_timeout`` seconds:
+        a Redis restart costs a pause, not a failed run."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_timeout
+        delay = 0.05
+        while True:
+            try:
+                return await self._call(stream_id, action, epoch)
+            except StreamUnavailableError:
+                if loop.time() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
     async def _call_idempotent(self, stream_id: str, action: Callable[[], Awaitable[T]]) -> T:
         """Like :meth:`_call`, retrying a read a few times with backoff before giving up."""
         delay = 0.05
@@ -192,18 +213,18 @@ class RedisStreamManager(StreamManager):
 
     async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
         state = self._state()
-        args: list[Any] = ["" if epoch is None else epoch, len(batch.payloads), *batch.payloads]
+        args: list[Any] = ["" if epoch is None else epoch, batch.token or "", len(batch.payloads), *batch.payloads]
         for step, index in batch.steps:
             args += (step, index)
         keys = self._keys(stream_id)
-        result = await self._call(stream_id, lambda: state.append(keys, args), epoch)
-        return int(result)
+        call = self._call if batch.token is None else self._call_until_reachable
+        return int(await call(stream_id, lambda: state.append(keys, args), epoch))
 
     async def fence(self, stream_id: str, epoch: int) -> int:
         validate_stream_id(stream_id)
         state = self._state()
         keys = self._keys(stream_id)
-        return int(await self._call(stream_id, lambda: state.fence(keys, [epoch]), epoch))
+        return int(await self._call_until_reachable(stream_id, lambda: state.fence(keys, [epoch]), epoch))
 
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
         state = self._state()
@@ -283,7 +304,7 @@ class RedisStreamManager(StreamManager):
             "1" if clear else "0",
         ]
         keys = self._keys(stream_id)
-        await self._call(stream_id, lambda: state.transition(keys, args), epoch)
+        await self._call_until_reachable(stream_id, lambda: state.transition(keys, args), epoch)
 
     async def end_stream(self, stream_id: str, output: Any = None, *, epoch: int | None = None) -> None:
         encoded = msgspec.json.encode(output) if output is not None else b""

@@ -1,0 +1,109 @@
+"""Redis restarted mid-stream (AOF on, fsync always): nothing acknowledged is lost or doubled."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from streams.backends import RedisStreamManager
+from tests.streams.helpers import text
+
+
+class RestartableRedis:
+    """A redis-server of our own with an append-only file, to kill and start again."""
+
+    def __init__(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = int(sock.getsockname()[1])
+        self.dir = Path(tempfile.mkdtemp(prefix="helix-aof-"))
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--bind", "127.0.0.1",
+                "--port", str(self.port),
+                "--dir", str(self.dir),
+                "--save", "",
+                "--appendonly", "yes",
+                "--appendfsync", "always",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(self.url, socket_connect_timeout=0.2).ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def crash(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def restartable_redis() -> Iterator[RestartableRedis]:
+    server = RestartableRedis()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+async def test_writers_and_readers_ride_out_a_redis_crash(restartable_redis: RestartableRedis, buffered: bool) -> None:
+    manager = RedisStreamManager(restartable_redis.url, retry_timeout=15, socket_timeout=2)
+    try:
+        writer = await manager.create_writer("s", "a", buffered=buffered)
+        readers = [await manager.create_resumable_reader("s") for _ in range(3)]
+        tails = [asyncio.ensure_future(_sequences(r)) for r in readers]
+        total = 300
+        for index in range(total):
+            await writer.write(text(f"w{index}"))  # never raises: a Redis restart is a pause
+            if index == total // 2:
+                await writer.flush()
+                await asyncio.to_thread(restartable_redis.crash)
+                restarting = asyncio.ensure_future(asyncio.to_thread(_restart_later, restartable_redis))
+            await asyncio.sleep(0.002)
+        await writer.close()
+        await restarting
+        await manager.end_stream("s")
+        stored = await manager.get_all_chunks("s")
+        assert [c.delta for c, _ in stored] == [f"w{i}" for i in range(total)]  # type: ignore[union-attr]
+        for sequences in await asyncio.wait_for(asyncio.gather(*tails), 30):
+            assert sequences == list(range(1, total + 1))
+    finally:
+        await manager.aclose()
+
+
+def _restart_later(server: RestartableRedis) -> None:
+    time.sleep(1.0)
+    server.start()
+
+
+async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
+    return [sequence async for _, sequence in reader]
