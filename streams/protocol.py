@@ -51,11 +51,13 @@ __all__ = [
     "SubAgentStart",
     "TextDelta",
     "Thinking",
+    "ToolApprovalRequest",
     "ToolArgStreamDelta",
     "ToolArgStreamEnd",
     "ToolArgStreamStart",
     "ToolEnd",
     "ToolInputError",
+    "ToolOutputDenied",
     "ToolOutputError",
     "ToolStart",
     "UnknownChunk",
@@ -165,6 +167,22 @@ class ToolOutputError(_ChunkBase, tag="tool_output_error", kw_only=True, frozen=
     tool_call_id: str
     tool_name: str | None = None
     error: str
+
+
+class ToolApprovalRequest(_ChunkBase, tag="tool_approval_request", kw_only=True, frozen=True):
+    """Tool call ``tool_call_id`` waits for a person to approve it; ``approval_id`` names the
+    server-side approval record the decision must answer."""
+
+    tool_call_id: str
+    approval_id: str
+
+
+class ToolOutputDenied(_ChunkBase, tag="tool_output_denied", kw_only=True, frozen=True):
+    """Tool call ``tool_call_id`` was denied (by its approver, or because the approval expired):
+    it did not run."""
+
+    tool_call_id: str
+    reason: str | None = None
 
 
 class SubAgentStart(_ChunkBase, tag="subagent_start", kw_only=True, frozen=True):
@@ -309,6 +327,8 @@ Chunk: TypeAlias = (
     | ToolArgStreamEnd
     | ToolInputError
     | ToolOutputError
+    | ToolApprovalRequest
+    | ToolOutputDenied
     | SubAgentStart
     | SubAgentEnd
     | CustomEvent

@@ -15,18 +15,20 @@ from streams.protocol import (
     Chunk,
     TextDelta,
     Thinking,
+    ToolApprovalRequest,
     ToolArgStreamDelta,
     ToolArgStreamEnd,
     ToolArgStreamStart,
     ToolEnd,
     ToolInputError,
+    ToolOutputDenied,
     ToolOutputError,
     ToolStart,
 )
 
 __all__ = ["PartialContent", "ReasoningSegment", "TextSegment", "ToolSegment", "rebuild_partial_content"]
 
-ToolState = Literal["streaming", "pending", "executing", "completed", "error"]
+ToolState = Literal["streaming", "pending", "executing", "approval", "completed", "error", "denied"]
 
 
 @dataclass
@@ -51,6 +53,7 @@ class ToolSegment:
     output: Any = None
     error: str | None = None
     input_failed: bool = False  # the arguments were rejected: the tool never ran
+    approval_id: str | None = None  # set while (or since) the call waited for an approval
 
 
 Segment = TextSegment | ReasoningSegment | ToolSegment
@@ -144,6 +147,14 @@ class _Builder:
             tool = self.tools.get(chunk.tool_call_id)
             if tool is not None:
                 tool.state, tool.error = "error", chunk.error
+        elif isinstance(chunk, ToolApprovalRequest):
+            tool = self.tools.get(chunk.tool_call_id)
+            if tool is not None:
+                tool.state, tool.approval_id = "approval", chunk.approval_id
+        elif isinstance(chunk, ToolOutputDenied):
+            tool = self.tools.get(chunk.tool_call_id)
+            if tool is not None:
+                tool.state = "denied"
 
 
 def rebuild_partial_content(chunks: Iterable[Chunk | tuple[Chunk, int]], agent_id: str | None = None) -> PartialContent:

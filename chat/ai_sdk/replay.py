@@ -42,7 +42,13 @@ def _tool_events(tool: ToolSegment) -> list[UIEvent]:
             }
         ]
     events = [{"type": "tool-input-available", **call, "toolName": tool.tool_name, "input": tool.input}]
-    if tool.state == "completed":
+    if tool.approval_id is not None:
+        events.append(
+            {"type": "tool-approval-request", "approvalId": tool.approval_id, "toolCallId": tool.tool_call_id}
+        )
+    if tool.state == "denied":
+        events.append({"type": "tool-output-denied", "toolCallId": tool.tool_call_id})
+    elif tool.state == "completed":
         events.append({"type": "tool-output-available", **call, "output": tool.output})
     elif tool.state == "error":
         events.append({"type": "tool-output-error", **call, "errorText": tool.error or "Tool failed"})
@@ -108,7 +114,7 @@ def _unfinished_from(content: PartialContent) -> int:
     """Index of the first segment that is a call still in flight (arguments streaming or no
     result yet); ``len(segments)`` when there is none."""
     for index, segment in enumerate(content.segments):
-        if isinstance(segment, ToolSegment) and segment.state in ("streaming", "pending", "executing"):
+        if isinstance(segment, ToolSegment) and segment.state in ("streaming", "pending", "executing", "approval"):
             return index
     return len(content.segments)
 
@@ -146,6 +152,10 @@ def partial_message(content: PartialContent, message_id: str, *, unfinished_tool
                 part.update(state="output-available", input=segment.input, output=segment.output)
             elif segment.state == "error":
                 part.update(state="output-error", input=segment.input, errorText=segment.error or "Tool failed")
+            elif segment.state == "denied":
+                part.update(state="output-denied", input=segment.input)
+            elif segment.state == "approval":
+                part.update(state="approval-requested", input=segment.input, approval={"id": segment.approval_id})
             else:
                 part.update(state="input-available", input=segment.input)
             parts.append(part)

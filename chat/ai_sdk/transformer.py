@@ -43,11 +43,13 @@ from streams.protocol import (
     SubAgentStart,
     TextDelta,
     Thinking,
+    ToolApprovalRequest,
     ToolArgStreamDelta,
     ToolArgStreamEnd,
     ToolArgStreamStart,
     ToolEnd,
     ToolInputError,
+    ToolOutputDenied,
     ToolOutputError,
     ToolStart,
     UnknownChunk,
@@ -286,6 +288,22 @@ class StreamTransformer:
             {"type": "tool-output-error", "toolCallId": chunk.tool_call_id, "errorText": chunk.error, "dynamic": True}
         )
 
+    def _tool_approval_request(self, chunk: ToolApprovalRequest, events: list[UIEvent]) -> None:
+        if chunk.tool_call_id not in self.tools_known:
+            self.logger.warning("approval request for unknown call %s: skipped", chunk.tool_call_id)
+            return
+        self.close_blocks(events)
+        events.append(
+            {"type": "tool-approval-request", "approvalId": chunk.approval_id, "toolCallId": chunk.tool_call_id}
+        )
+
+    def _tool_output_denied(self, chunk: ToolOutputDenied, events: list[UIEvent]) -> None:
+        if chunk.tool_call_id not in self.tools_known:
+            self.logger.warning("denial of unknown call %s: skipped", chunk.tool_call_id)
+            return
+        self.close_blocks(events)
+        events.append({"type": "tool-output-denied", "toolCallId": chunk.tool_call_id})
+
     def _data(self, name: str, data: Any, events: list[UIEvent]) -> None:
         events.append({"type": f"data-{name}", "data": data, "transient": True})
 
@@ -341,6 +359,8 @@ _HANDLERS: dict[type, Callable[[StreamTransformer, Any, list[UIEvent]], None]] =
     ToolEnd: StreamTransformer._tool_end,
     ToolInputError: StreamTransformer._tool_input_error,
     ToolOutputError: StreamTransformer._tool_output_error,
+    ToolApprovalRequest: StreamTransformer._tool_approval_request,
+    ToolOutputDenied: StreamTransformer._tool_output_denied,
     SubAgentStart: StreamTransformer._subagent,
     SubAgentEnd: StreamTransformer._subagent,
     CustomEvent: StreamTransformer._custom,
