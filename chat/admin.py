@@ -1,7 +1,8 @@
-"""Django admin for sessions, runs, messages and checkpoints (staff only, read-mostly).
+"""Django admin for sessions, runs, messages, checkpoints and pending tool calls (staff only).
 
 A session's page shows its conversation readably (tool calls and results included) and a
-read-only timeline of its stream, read from the stream store.
+read-only timeline of its stream, read from the stream store. Pending approvals can be approved
+or denied from their list; once a run has all its answers it goes on, on a worker.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from chat.models import Checkpoint, Message, Run, Session
+from chat.models import Checkpoint, Message, PendingCall, Run, Session
 from streams.backends import get_stream_manager
 from streams.exceptions import HelixError
 from streams.protocol import dump_chunk
@@ -216,3 +217,42 @@ class CheckpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     @admin.display(description="state")
     def state_view(self, obj: Checkpoint) -> SafeString:
         return _pretty(obj.state)
+
+
+@admin.register(PendingCall)
+class PendingCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ("tool_name", "kind", "status", "session", "owner", "created_at", "expires_at", "decided_by")
+    list_filter = ("status", "kind", "tool_name", "created_at")
+    search_fields = ("id", "tool_call_id", "tool_name", "session__id", "run__id")
+    readonly_fields = [field.name for field in PendingCall._meta.fields if field.name != "arguments"] + [
+        "arguments_view"
+    ]
+    exclude = ("arguments",)
+    actions = ("approve", "deny")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description="arguments")
+    def arguments_view(self, obj: PendingCall) -> SafeString:
+        return _pretty(obj.arguments)
+
+    @admin.action(description="Approve the selected calls")
+    def approve(self, request: HttpRequest, queryset: Any) -> None:
+        self._decide(request, queryset, approved=True)
+
+    @admin.action(description="Deny the selected calls")
+    def deny(self, request: HttpRequest, queryset: Any) -> None:
+        self._decide(request, queryset, approved=False)
+
+    def _decide(self, request: HttpRequest, queryset: Any, *, approved: bool) -> None:
+        from chat.approvals import answer_from_admin
+
+        for call in queryset.filter(kind=PendingCall.Kind.APPROVAL):
+            try:
+                resumed = answer_from_admin(call, approved=approved, user_id=request.user.pk)
+            except HelixError as exc:
+                self.message_user(request, f"{call.tool_name}: {exc.message}", messages.ERROR)
+                continue
+            verb = "approved" if approved else "denied"
+            self.message_user(request, f"{call.tool_name} {verb}" + ("; the run goes on." if resumed else "."))

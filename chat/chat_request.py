@@ -8,7 +8,7 @@ reuses that message's id), ``regenerate-message`` answers the last user message 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -16,7 +16,7 @@ import msgspec
 from streams.exceptions import ValidationError
 from streams.messages import StoredMessage
 
-__all__ = ["ChatInput", "Limits", "parse_chat_body"]
+__all__ = ["ChatInput", "Limits", "ToolAnswer", "parse_chat_body", "tool_answers"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,49 @@ class ChatInput:
     regenerate: bool = False
     messages: list[StoredMessage] | None = None  # seeds' override of the history
     state: dict[str, Any] | None = None  # seeds' override of the state
+    answers: list[ToolAnswer] = field(default_factory=list)  # a continuation's tool results and decisions
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What the client says about one tool call of the message it continues: an approval decision
+    (``approval_id``, ``approved``, ``reason``) or a client tool's ``output`` / ``error``."""
+
+    tool_call_id: str
+    approval_id: str | None = None
+    approved: bool | None = None
+    reason: str = ""
+    output: Any = None
+    error: str = ""
+
+
+_ANSWERED = ("approval-responded", "output-denied", "output-available", "output-error")
+
+
+def tool_answers(message: dict[str, Any]) -> list[ToolAnswer]:
+    """The answered tool parts of a UI message (``addToolApprovalResponse``, ``addToolOutput``)."""
+    answers = []
+    for part in message.get("parts") or []:
+        if not isinstance(part, dict) or not str(part.get("type", "")).startswith(("tool-", "dynamic-tool")):
+            continue
+        call_id, state, approval = part.get("toolCallId"), part.get("state"), part.get("approval")
+        if not isinstance(call_id, str) or state not in _ANSWERED:
+            continue
+        if isinstance(approval, dict) and isinstance(approval.get("approved"), bool):
+            reason = approval.get("reason")
+            answers.append(
+                ToolAnswer(
+                    call_id,
+                    approval_id=str(approval.get("id", "")),
+                    approved=approval["approved"],
+                    reason=reason if isinstance(reason, str) else "",
+                )
+            )
+        elif state == "output-available":
+            answers.append(ToolAnswer(call_id, output=part.get("output")))
+        elif state == "output-error":
+            answers.append(ToolAnswer(call_id, error=str(part.get("errorText") or "The tool failed")))
+    return answers
 
 
 def _text_of(message: dict[str, Any]) -> str:
@@ -93,7 +136,7 @@ def parse_chat_body(body: Any, limits: Limits) -> ChatInput:
         message_id = last.get("id")
         if not isinstance(message_id, str) or not message_id:
             raise ValidationError("the assistant message to continue has no id")
-        return ChatInput(agent, None, continuation_of=message_id)
+        return ChatInput(agent, None, continuation_of=message_id, answers=tool_answers(last))
     text = _check_text(_text_of(last), limits, "the last user message")
     message_id = last.get("id") if isinstance(last.get("id"), str) else None
     if trigger == "regenerate-message":

@@ -9,7 +9,7 @@ adapts it to Django. Ownership is the caller's business: the views check it befo
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,11 +19,11 @@ from chat.ai_sdk.loading import load_ui_messages
 from chat.ai_sdk.resume import resume_run_stream
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.sse import ui_message_stream
-from chat.ai_sdk.state import StateStore
+from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
-from chat.chat_request import ChatInput, Limits, parse_chat_body
+from chat.chat_request import ChatInput, Limits, ToolAnswer, parse_chat_body
 from streams.backends.base import StreamManager
-from streams.exceptions import HelixError, StreamFailedError
+from streams.exceptions import ConfigurationError, HelixError, StreamFailedError
 from streams.messages import StoredMessage
 from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position, with_keep_alive
 from workers.executors import Executor
@@ -63,6 +63,10 @@ async def _opened(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         yield part
 
 
+#: Records a continuation's answers to a paused run's calls; returns the tool call ids answered.
+Decide = Callable[[str, list[ToolAnswer], "int | None"], Awaitable[list[str]]]
+
+
 class FrontendHandler:
     """Start, continue and resume chat runs; snapshots and messages of a session."""
 
@@ -78,6 +82,7 @@ class FrontendHandler:
         *,
         limits: Limits | None = None,
         keep_alive: float = 15.0,
+        decide: Decide | None = None,
     ) -> None:
         self.executor = executor
         self.streams = stream_manager
@@ -88,6 +93,7 @@ class FrontendHandler:
         self.logger = logger or logging.getLogger("chat.handler")
         self.limits = limits or Limits()
         self.keep_alive = keep_alive
+        self.decide = decide  # records the answers to a paused run's tool calls
 
     def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
         return HandlerResponse(
@@ -100,6 +106,10 @@ class FrontendHandler:
         """Start a run for the chat request ``body`` and stream it."""
         try:
             request = parse_chat_body(body, self.limits)
+            if request.continuation_of is not None:
+                run = await self.store.get_current_run(session_id)
+                if run is not None and run.status == "paused":
+                    return await self._resume_paused(session_id, run, request, owner_id)
             handle = await self._execute(session_id, request, owner_id)
         except HelixError as exc:
             return error_response(exc)
@@ -108,6 +118,25 @@ class FrontendHandler:
             return error_response(StreamFailedError(handle.session_id, "the run failed to start"))
         transformer = StreamTransformer(message_id=handle.message_id, **self.transformer_options)
         return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": handle.session_id})
+
+    async def _resume_paused(
+        self, session_id: str, run: RunInfo, request: ChatInput, owner_id: int | None
+    ) -> HandlerResponse:
+        """A continuation that answers the calls a paused run waits on: record the answers, resume
+        the same run on a worker and stream what it does next into the same message."""
+        if self.decide is None:
+            raise ConfigurationError("This handler cannot take answers to paused tool calls")
+        answered = await self.decide(run.run_id, request.answers, owner_id)
+        info = await self.streams.get_stream_info(session_id)
+        position = info.latest_sequence if info is not None else run.start_sequence
+        await self.streams.resume_stream(session_id)
+        await self.executor.resume(run.run_id, request.agent or self.agent)
+        reader = await self.streams.create_resumable_reader(session_id, position)
+        if reader is None:
+            return error_response(StreamFailedError(session_id, "the run failed to resume"))
+        transformer = StreamTransformer(message_id=run.message_id, **self.transformer_options)
+        transformer.tools_known.update(answered)  # their results land on the calls the client shows
+        return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": session_id})
 
     async def _execute(self, session_id: str, request: ChatInput, owner_id: int | None) -> Any:
         agent = request.agent or self.agent

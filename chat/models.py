@@ -176,3 +176,51 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"checkpoint step {self.step} of {self.run}"
+
+
+class PendingCall(models.Model):
+    """A tool call a run waits on: an approval gate's decision, or a client tool's result.
+
+    Its id is the approval id the client answers with. Only the session's owner (or staff in the
+    admin) may decide it, once, before ``expires_at``.
+    """
+
+    class Kind(models.TextChoices):
+        APPROVAL = "approval", "approval"
+        CLIENT_TOOL = "client_tool", "client tool"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        DENIED = "denied", "denied"
+        ANSWERED = "answered", "answered"
+        EXPIRED = "expired", "expired"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="pending_calls")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="pending_calls")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    tool_call_id = models.CharField(max_length=100)
+    tool_name = models.CharField(max_length=100)
+    arguments = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True, help_text="A client tool's result.")
+    error = models.TextField(blank=True, help_text="A client tool's error.")
+    reason = models.TextField(blank=True, help_text="Why it was approved or denied.")
+    applied = models.BooleanField(default=False, help_text="The run has taken the decision into a committed step.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["run", "tool_call_id"], name="one_pending_call_per_tool_call")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.tool_name} ({self.status})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from chat.approvals import decide
 from chat.chat_request import Limits
 from chat.handler import FrontendHandler, create_frontend_handler
 from chat.store import DjangoStateStore
@@ -46,6 +47,7 @@ def get_handler() -> FrontendHandler:
             content_replay=bool(helix_settings.CONTENT_REPLAY),
             limits=limits,
             keep_alive=float(helix_settings.SSE_KEEPALIVE_SECONDS),
+            decide=decide,
         )
         _handlers[kind] = handler
     return handler

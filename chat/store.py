@@ -18,10 +18,12 @@ from django.db.models import Max
 from django.utils import timezone
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore
-from chat.models import Checkpoint, Message, Run, Session
+from chat.models import Checkpoint, Message, PendingCall, Run, Session
 from streams.conf import helix_settings
 from streams.messages import StoredMessage
 from workers.runtime.persistence import (
+    PendingCallSpec,
+    ResolvedCall,
     RunClaim,
     RunConflictError,
     RunOutcome,
@@ -235,6 +237,11 @@ class DjangoStateStore(StateStore, RunRecorder):
         now = timezone.now()
         if run.status == Run.Status.QUEUED:
             reason = "handed_back" if run.epoch else "start"
+        elif run.status == Run.Status.PAUSED:
+            calls = PendingCall.objects.filter(run=run)
+            if calls.filter(status=PendingCall.Status.PENDING).exists() or not calls.filter(applied=False).exists():
+                return None  # still waiting on a person, or nothing to resume with
+            reason = "resumed"
         elif run.status == Run.Status.RUNNING and (run.lease_expires_at is None or run.lease_expires_at <= now):
             if run.attempt >= int(helix_settings.MAX_ATTEMPTS):
                 return None  # the reaper fails it
@@ -267,6 +274,7 @@ class DjangoStateStore(StateStore, RunRecorder):
             reason=reason,
             checkpoint_id=str(checkpoint.pk) if checkpoint else None,
             checkpoint_sequence=checkpoint.stream_sequence if checkpoint else None,
+            waiting=PendingCall.objects.filter(run=run, status=PendingCall.Status.PENDING).exists(),
         )
 
     async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:
@@ -302,8 +310,10 @@ class DjangoStateStore(StateStore, RunRecorder):
         stream_sequence: int,
         *,
         epoch: int | None = None,
+        pending: list[PendingCallSpec] | None = None,
+        applied: list[str] | None = None,
     ) -> tuple[str, int]:
-        return await db(self._commit_step)(run_id, step, messages, state, stream_sequence, epoch)
+        return await db(self._commit_step)(run_id, step, messages, state, stream_sequence, epoch, pending, applied)
 
     @transaction.atomic
     def _commit_step(
@@ -314,8 +324,28 @@ class DjangoStateStore(StateStore, RunRecorder):
         state: dict[str, Any],
         stream_sequence: int,
         epoch: int | None,
+        pending: list[PendingCallSpec] | None = None,
+        applied: list[str] | None = None,
     ) -> tuple[str, int]:
         run = self._fenced_run(run_id, epoch)
+        if applied:
+            PendingCall.objects.filter(run=run, tool_call_id__in=applied).update(applied=True)
+        if pending:
+            expires = timezone.now() + timedelta(seconds=float(helix_settings.APPROVAL_TTL_SECONDS))
+            PendingCall.objects.bulk_create(
+                PendingCall(
+                    id=spec.approval_id,
+                    run=run,
+                    session=run.session,
+                    owner_id=run.session.owner_id,
+                    kind=spec.kind,
+                    tool_call_id=spec.tool_call_id,
+                    tool_name=spec.tool_name,
+                    arguments=spec.arguments,
+                    expires_at=expires,
+                )
+                for spec in pending
+            )
         session = run.session
         position = Message.objects.filter(session=session).count()
         Message.objects.bulk_create(
@@ -330,6 +360,16 @@ class DjangoStateStore(StateStore, RunRecorder):
             run=run, session=session, step=step, state=state, message_count=count, stream_sequence=stream_sequence
         )
         return str(checkpoint.id), count
+
+    async def resolved_calls(self, run_id: str) -> list[ResolvedCall]:
+        def read() -> list[ResolvedCall]:
+            calls = PendingCall.objects.filter(run_id=run_id, applied=False).exclude(status=PendingCall.Status.PENDING)
+            return [
+                ResolvedCall(c.tool_call_id, c.tool_name, c.arguments, c.kind, c.status, c.output, c.error, c.reason)
+                for c in calls.order_by("created_at")
+            ]
+
+        return await db(read)()
 
     async def finish_run(self, run_id: str, outcome: RunOutcome, *, epoch: int | None = None) -> None:
         await db(self._finish_run)(run_id, outcome, epoch)

@@ -91,6 +91,7 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         "HEARTBEAT_SECONDS",
         "MAX_ATTEMPTS",
         "REAP_INTERVAL_SECONDS",
+        "APPROVAL_TTL_SECONDS",
     ):
         seconds = getattr(helix_settings, name)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:

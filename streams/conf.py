@@ -22,6 +22,7 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         "HEARTBEAT_SECONDS": 1.0,          # how often a worker renews the leases of its runs
         "MAX_ATTEMPTS": 3,                 # attempts (worker losses) before a run fails
         "REAP_INTERVAL_SECONDS": 1.0,      # how often the reaper looks for expired leases
+        "APPROVAL_TTL_SECONDS": 86_400,    # a paused tool call unanswered this long is denied
     }
 """
 
@@ -57,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "HEARTBEAT_SECONDS": 1.0,
     "MAX_ATTEMPTS": 3,
     "REAP_INTERVAL_SECONDS": 1.0,
+    "APPROVAL_TTL_SECONDS": 86_400,
 }
 
 

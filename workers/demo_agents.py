@@ -3,6 +3,8 @@
 ``chat``: a few sentences per answer. ``tools``: a calculator and a slow search that reports
 progress. ``research``: delegates to a ``researcher`` sub-agent, takes notes in its state, and
 answers in several paragraphs over several steps, long enough to refresh or crash mid-run.
+``assistant``: human in the loop. Sending an email waits for your approval; asking where you are
+runs a tool in your browser (``get_location``) and waits for its result.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from workers.llm.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn, 
 from workers.runtime.agents import define_agent, define_tool
 from workers.runtime.context import ToolContext
 
-__all__ = ["chat_agent", "research_agent", "tools_agent"]
+__all__ = ["assistant_agent", "chat_agent", "research_agent", "tools_agent"]
 
 SENTENCES = [
     "Helix keeps every event of this answer in a stream with a sequence number.",
@@ -212,4 +214,54 @@ research_agent = define_agent(
     llm=lambda: ScriptedModel(research_script),
     max_steps=6,
     description="Delegates to a sub-agent, uses tools, answers in several paragraphs.",
+)
+
+
+# -- assistant: human in the loop -----------------------------------------------------------------
+
+
+class EmailInput(BaseModel):
+    to: str
+    subject: str
+
+
+def send_email(args: EmailInput, context: ToolContext) -> dict[str, Any]:
+    context.state.setdefault("sent", []).append(args.subject)
+    return {"sent": True, "to": args.to}
+
+
+class LocationInput(BaseModel):
+    precision: Literal["city", "exact"] = "city"
+
+
+email = define_tool("send_email", "Send an email (asks you first).", EmailInput, send_email, needs_approval=True)
+location = define_tool("get_location", "Where the user is, from the browser.", LocationInput)
+
+
+def assistant_script(messages: list[StoredMessage]) -> ScriptedTurn:
+    if messages and messages[-1].role == "tool":
+        last = messages[-1]
+        if last.metadata.get("denied"):
+            return ScriptedTurn(text="Understood: I did not send it.")
+        found = _tool_results(messages)
+        if "get_location" in found:
+            where = found["get_location"]
+            city = where.get("city", "somewhere") if isinstance(where, dict) else str(where)
+            return ScriptedTurn(text=f"You are in {city}.")
+        return ScriptedTurn(text=f"Sent to {found.get('send_email', {}).get('to', 'them')}.")
+    question = _last_user(messages)
+    if "where" in question.lower():
+        return ScriptedTurn(text="Let me ask your browser.", tool_calls=[ScriptedToolCall("get_location", {})])
+    return ScriptedTurn(
+        text="I will send that, once you approve.",
+        tool_calls=[ScriptedToolCall("send_email", {"to": "team@example.com", "subject": question[:60]})],
+    )
+
+
+assistant_agent = define_agent(
+    "assistant",
+    "You help with errands; some of them need the user.",
+    tools=[email, location],
+    llm=lambda: ScriptedModel(assistant_script),
+    description="Asks your approval before sending an email; finds where you are with a tool in your browser.",
 )

@@ -141,6 +141,11 @@ async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClai
         await take_over(streams, claim)
     else:
         await streams.fence(session_id, epoch)
+    if claim.waiting:  # died after committing a pause, before recording it: just pause again
+        outcome = RunOutcome("paused")
+        await recorder.finish_run(claim.run_id, outcome, epoch=epoch)
+        await streams.pause_stream(session_id, epoch=epoch)
+        return outcome
     try:
         agent = given if given is not None and given.name == claim.agent else get_agent(claim.agent)
     except Exception as exc:
@@ -157,7 +162,9 @@ async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClai
     await recorder.finish_run(claim.run_id, outcome, epoch=epoch)
     if outcome.status == "failed":
         await streams.fail_stream(session_id, outcome.error_message or outcome.error_code, epoch=epoch)
-    elif outcome.status != "paused":
+    elif outcome.status == "paused":
+        await streams.pause_stream(session_id, epoch=epoch)
+    else:
         await streams.end_stream(session_id, output=outcome.output, epoch=epoch)
     return outcome
 
@@ -211,6 +218,8 @@ async def take_over(streams: StreamManager, claim: RunClaim) -> None:
 class Executor(abc.ABC):
     """Starts runs; ``execute`` returns once the run is recorded and its stream exists."""
 
+    poll_interval = 0.2
+
     def __init__(self, recorder: RunRecorder, streams: StreamManager) -> None:
         self.recorder = recorder
         self.streams = streams
@@ -239,12 +248,27 @@ class Executor(abc.ABC):
             message_id=message_id,
             owner_id=owner_id,
         )
-        await self._launch(resolved, handle)
+        task = await self._dispatch(handle.run_id, resolved)
+        if task is not None:
+            handle._result = task
+        else:
+            handle._poll = lambda: self._poll(handle.run_id)
         return handle
 
+    async def resume(self, run_id: str, agent: Agent | str) -> None:
+        """Continue ``run_id``, paused until its tool calls were answered (they now are)."""
+        await self._dispatch(run_id, get_agent(agent) if isinstance(agent, str) else agent)
+
+    async def _poll(self, run_id: str) -> RunOutcome:
+        while True:
+            status = await self.recorder.run_status(run_id)
+            if status in ("completed", "failed", "interrupted", "paused"):
+                return RunOutcome(status)
+            await asyncio.sleep(self.poll_interval)
+
     @abc.abstractmethod
-    async def _launch(self, agent: Agent, handle: RunHandle) -> None:
-        """Get the recorded run executed, and give ``handle`` a way to wait for its outcome."""
+    async def _dispatch(self, run_id: str, agent: Agent) -> asyncio.Task[RunOutcome | None] | None:
+        """Get an attempt at the recorded run started; its task when it runs in this process."""
 
 
 class InProcessExecutor(Executor):
@@ -255,15 +279,15 @@ class InProcessExecutor(Executor):
         self._tasks: set[asyncio.Task[RunOutcome | None]] = set()
         self._keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LeaseKeeper] = weakref.WeakKeyDictionary()
 
-    async def _launch(self, agent: Agent, handle: RunHandle) -> None:
+    async def _dispatch(self, run_id: str, agent: Agent) -> asyncio.Task[RunOutcome | None]:
         loop = asyncio.get_running_loop()
         keeper = self._keepers.get(loop)
         if keeper is None:
             keeper = self._keepers[loop] = lease_keeper(self.recorder)
-        task = loop.create_task(execute_run(self.recorder, self.streams, handle.run_id, keeper, agent))
+        task = loop.create_task(execute_run(self.recorder, self.streams, run_id, keeper, agent))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        handle._result = task
+        return task
 
 
 RUN_TASK = "helix.run_agent"
@@ -279,18 +303,9 @@ class CeleryExecutor(Executor):
         self.queue = queue
         self.poll_interval = poll_interval
 
-    async def _launch(self, agent: Agent, handle: RunHandle) -> None:
+    async def _dispatch(self, run_id: str, agent: Agent) -> None:
         from asgiref.sync import sync_to_async
         from celery import current_app
 
         options = {"queue": self.queue} if self.queue else {}
-        await sync_to_async(current_app.send_task, thread_sensitive=False)(RUN_TASK, args=[handle.run_id], **options)
-
-        async def poll() -> RunOutcome:
-            while True:
-                status = await self.recorder.run_status(handle.run_id)
-                if status in ("completed", "failed", "interrupted", "paused"):
-                    return RunOutcome(status)
-                await asyncio.sleep(self.poll_interval)
-
-        handle._poll = poll
+        await sync_to_async(current_app.send_task, thread_sensitive=False)(RUN_TASK, args=[run_id], **options)

@@ -5,32 +5,16 @@ from __future__ import annotations
 import http.client
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
 from chat.models import Run
-from tests.bridge.client import LIVE_HARNESS, ChatClient
+from tests.bridge.client import ChatClient
 from tests.bridge.scenario import last_reply, strict_view
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def live_client() -> Iterator[ChatClient]:
-    client = ChatClient(LIVE_HARNESS)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def token() -> str:
-    user = User.objects.create_user(f"user-{uuid.uuid4().hex[:6]}", password="pw-live")
-    return str(Token.objects.create(user=user).key)
 
 
 def snapshot(base: str, session_id: str, token: str) -> dict[str, Any]:

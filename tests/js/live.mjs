@@ -3,7 +3,9 @@
 //
 // request: {client, baseUrl, sessionId, token, agent, actions: [...]}
 // actions: {kind: "send", text} | {kind: "send-and-stop", text, afterMs} |
-//          {kind: "send-and-drop", text, afterMs} | {kind: "resume"} | {kind: "refresh"}
+//          {kind: "send-and-drop", text, afterMs} | {kind: "resume"} | {kind: "refresh"} |
+//          {kind: "approve", approved, reason?, approvalId?} | {kind: "tool-output", tool, output} |
+//          {kind: "wait-for-end"}
 //   "refresh" is what a page reload does: load the snapshot, build a new chat from it, resume.
 // answer:  {messages, status, error, errors, data, snapshots}
 import * as readline from "node:readline";
@@ -76,6 +78,18 @@ async function run(request) {
       snapshots.push(snapshot);
       makeChat(snapshot.messages, snapshot.streamSequence);
       if (helix.shouldResume(snapshot)) await chat.resumeStream();
+    } else if (action.kind === "approve") {
+      // The page's approve / deny buttons: answer the pending approval, then continue the message.
+      const part = state.messages.at(-1).parts.find((p) => p.state === "approval-requested");
+      if (!part) throw new Error("no approval is pending");
+      await chat.addToolApprovalResponse({ id: action.approvalId ?? part.approval.id, approved: action.approved, reason: action.reason });
+      await chat.sendMessage();
+    } else if (action.kind === "tool-output") {
+      // A client tool: the page runs it and sends its output back.
+      const part = state.messages.at(-1).parts.find((p) => p.state === "input-available" && (p.toolName ?? p.type.slice(5)) === action.tool);
+      if (!part) throw new Error(`no call of ${action.tool} waits for its output`);
+      await chat.addToolOutput({ tool: action.tool, toolCallId: part.toolCallId, output: action.output });
+      await chat.sendMessage();
     } else if (action.kind === "wait-for-end") {
       // Follow the run to its end: resume whenever the client is left without a stream.
       const deadline = Date.now() + (action.timeoutMs ?? 90000);

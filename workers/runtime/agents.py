@@ -40,13 +40,23 @@ class UnknownAgentError(HelixError):
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool the model can call: ``execute(input, context)`` gets the validated input model."""
+    """A tool the model can call: ``execute(input, context)`` gets the validated input model.
+
+    Without ``execute`` the tool runs in the browser (a client tool): the run pauses until the
+    client sends its result. With ``needs_approval`` the run pauses until a person approves or
+    denies the call; only then does it execute (or not).
+    """
 
     name: str
     description: str
     input_schema: type[BaseModel]
-    execute: ToolExecute
+    execute: ToolExecute | None
     agent: Agent | None = None  # set when the tool runs a sub-agent
+    needs_approval: bool = False
+
+    @property
+    def runs_on_client(self) -> bool:
+        return self.execute is None
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(self.name, self.description, self.input_schema.model_json_schema())
@@ -84,11 +94,23 @@ class Agent:
         )
 
 
-def define_tool(name: str, description: str, input_schema: type[BaseModel], execute: ToolExecute) -> Tool:
-    """A tool; ``execute`` may be sync or async and receives ``(input, context)``."""
+def define_tool(
+    name: str,
+    description: str,
+    input_schema: type[BaseModel],
+    execute: ToolExecute | None = None,
+    *,
+    needs_approval: bool = False,
+) -> Tool:
+    """A tool; ``execute`` may be sync or async and receives ``(input, context)``. Leave it out
+    for a tool the browser runs; ``needs_approval`` gates every call on a person's decision."""
     if not (inspect.isclass(input_schema) and issubclass(input_schema, BaseModel)):
         raise TypeError("input_schema must be a pydantic model class")
-    return Tool(name=name, description=description, input_schema=input_schema, execute=execute)
+    if execute is None and needs_approval:
+        raise ValueError("a client tool is approved by the person running it: needs_approval is for server tools")
+    return Tool(
+        name=name, description=description, input_schema=input_schema, execute=execute, needs_approval=needs_approval
+    )
 
 
 def define_agent(

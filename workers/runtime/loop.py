@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from typing import Any
 
 import msgspec
@@ -22,11 +23,17 @@ from pydantic_core import to_jsonable_python
 from streams.backends.base import StreamManager, StreamWriter
 from streams.exceptions import HelixError, StreamSupersededError
 from streams.messages import StoredMessage, ToolCall
-from streams.protocol import TextDelta, Thinking, now_ms
+from streams.protocol import RunPaused, RunResumed, TextDelta, Thinking, ToolApprovalRequest, ToolOutputDenied, now_ms
 from workers.llm.base import LLMError, ReasoningDelta, TextPiece, ToolCallDelta, ToolCallEnd, ToolCallStart, Usage
 from workers.runtime.agents import Agent, Tool
 from workers.runtime.context import StatePatchError, ToolContext, diff_state
-from workers.runtime.persistence import RunOutcome, RunRecorder, RunSupersededError
+from workers.runtime.persistence import (
+    PendingCallSpec,
+    ResolvedCall,
+    RunOutcome,
+    RunRecorder,
+    RunSupersededError,
+)
 
 __all__ = ["RunError", "RunLoop", "run_child"]
 
@@ -103,6 +110,8 @@ class RunLoop:
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self._writer: StreamWriter | None = None
         self._last_stop_check = 0.0
+        self._answers: list[StoredMessage] = []  # tool results of a resumed pause, committed next
+        self._applied: list[str] = []
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -142,6 +151,8 @@ class RunLoop:
         self.messages, self.state, self.message_id = list(messages), dict(state), message_id
         await self._open()
         try:
+            if self.parent is None and self.recorder is not None:
+                await self._apply_answers(await self.recorder.resolved_calls(self.run_id), first_step)
             return await self._steps(first_step)
         except (RunSupersededError, StreamSupersededError):
             raise
@@ -188,11 +199,15 @@ class RunLoop:
             state_before = json.loads(json.dumps(self.state, default=str))
             assistant, calls = await self._call_model()
             step_messages = [assistant]
+            pending: list[PendingCallSpec] = []
             if calls:
-                step_messages += await self._run_tools(calls)
+                results, pending = await self._run_tools(calls)
+                step_messages += results
             patch = diff_state(state_before, self.state)
             if patch:
                 await self.write({"type": "state_patch", "patches": patch})
+            if pending:
+                return await self._pause(step_messages, pending)
             output: Any = None
             if not calls and self.agent.output_schema is not None:
                 output = self._validate_output(assistant.content)
@@ -215,10 +230,83 @@ class RunLoop:
                 f"The final answer does not match the output schema: {exc}", "output_validation_failed"
             ) from None
 
-    async def _commit(self, step_messages: list[StoredMessage]) -> None:
+    async def _pause(self, step_messages: list[StoredMessage], pending: list[PendingCallSpec]) -> RunOutcome:
+        """Commit the step so far with the calls it waits on, and stop until they are answered."""
+        if self.parent is not None or self.recorder is None:
+            raise RunError("Only a run's own agent can wait on a person, not a sub-agent", "unsupported_pause")
+        await self._commit(step_messages, pending)
+        kinds = {spec.kind for spec in pending}
+        await self.writer.write(
+            RunPaused(
+                agent_id=self.agent_id,
+                agent_type=self.agent.name,
+                timestamp=now_ms(),
+                run_id=self.run_id,
+                step=self.step,
+                reason="approval" if "approval" in kinds else "client_tool",
+                pending_tool_call_ids=[spec.tool_call_id for spec in pending],
+            )
+        )
+        return RunOutcome("paused", usage=dict(self.usage))
+
+    async def _apply_answers(self, answers: list[ResolvedCall], first_step: int) -> None:
+        """Turn the answers to a pause into tool results: run approved calls, deny the others,
+        take client results as they are. They are committed with the next step."""
+        if not answers:
+            return
+        self.step = first_step - 1
+        state_before = json.loads(json.dumps(self.state, default=str))
+        await self.writer.write(
+            RunResumed(
+                agent_id=self.agent_id,
+                agent_type=self.agent.name,
+                timestamp=now_ms(),
+                run_id=self.run_id,
+                step=self.step,
+                reason="approval" if any(a.kind == "approval" for a in answers) else "client_tool",
+            )
+        )
+        for answer in answers:
+            self._answers.append(await self._answer(answer))
+            self._applied.append(answer.tool_call_id)
+        self.messages += self._answers
+        patch = diff_state(state_before, self.state)
+        if patch:
+            await self.write({"type": "state_patch", "patches": patch})
+
+    async def _answer(self, answer: ResolvedCall) -> StoredMessage:
+        call_id = answer.tool_call_id
+        if answer.status == "approved":
+            raw = json.dumps(answer.arguments if answer.arguments is not None else {})
+            return await self._run_tool(_PendingCall(call_id, answer.tool_name, raw, self.agent.tool(answer.tool_name)))
+        if answer.status in ("denied", "expired"):
+            reason = answer.reason or ("the approval expired" if answer.status == "expired" else "")
+            await self.writer.write(
+                ToolOutputDenied(
+                    agent_id=self.agent_id,
+                    agent_type=self.agent.name,
+                    timestamp=now_ms(),
+                    tool_call_id=call_id,
+                    reason=reason or None,
+                )
+            )
+            text = "The user denied this tool call" + (f": {reason}" if reason else ".")
+            return StoredMessage(role="tool", tool_call_id=call_id, content=text, metadata={"denied": True})
+        if answer.error:
+            await self.write({"type": "tool_end", "toolCallId": call_id, "success": False, "error": answer.error})
+            return StoredMessage(
+                role="tool", tool_call_id=call_id, content=answer.error, metadata={"error": answer.error}
+            )
+        result = _jsonable(answer.output)
+        await self.write({"type": "tool_end", "toolCallId": call_id, "result": result})
+        return StoredMessage(role="tool", tool_call_id=call_id, content=msgspec.json.encode(result).decode())
+
+    async def _commit(self, step_messages: list[StoredMessage], pending: list[PendingCallSpec] | None = None) -> None:
         self.messages += step_messages
         if self.recorder is None or self.parent is not None:
             return
+        step_messages = [*self._answers, *step_messages]  # a resumed pause's results come first
+        applied, self._answers, self._applied = self._applied, [], []
         sequence = await self.writer.flush() or 0
         checkpoint_id, count = await self.recorder.commit_step(
             self.run_id,
@@ -227,6 +315,8 @@ class RunLoop:
             json.loads(json.dumps(self.state, default=str)),
             sequence,
             epoch=self.epoch,
+            pending=pending or None,
+            applied=applied or None,
         )
         await self.write({"type": "step_committed", "runId": self.run_id, "step": self.step, "messageCount": count})
         await self.write(
@@ -302,7 +392,9 @@ class RunLoop:
 
     # -- tools -----------------------------------------------------------------------------------
 
-    async def _run_tools(self, calls: list[_PendingCall]) -> list[StoredMessage]:
+    async def _run_tools(self, calls: list[_PendingCall]) -> tuple[list[StoredMessage], list[PendingCallSpec]]:
+        """Run the step's calls; those of client tools and approval gates wait (returned)."""
+        pending: list[PendingCallSpec] = []
         for call in calls:
             if call.error is not None:
                 await self.write(
@@ -323,15 +415,36 @@ class RunLoop:
                         "arguments": call.arguments,
                     }
                 )
-        results = await asyncio.gather(*(self._run_tool(call) for call in calls))
-        return list(results)
+                assert call.tool is not None
+                if call.tool.runs_on_client or call.tool.needs_approval:
+                    spec = PendingCallSpec(
+                        call.call_id,
+                        call.name,
+                        call.arguments,
+                        "client_tool" if call.tool.runs_on_client else "approval",
+                        str(uuid.uuid4()),
+                    )
+                    pending.append(spec)
+                    if spec.kind == "approval":
+                        await self.writer.write(
+                            ToolApprovalRequest(
+                                agent_id=self.agent_id,
+                                agent_type=self.agent.name,
+                                timestamp=now_ms(),
+                                tool_call_id=call.call_id,
+                                approval_id=spec.approval_id,
+                            )
+                        )
+        waiting = {spec.tool_call_id for spec in pending}
+        results = await asyncio.gather(*(self._run_tool(call) for call in calls if call.call_id not in waiting))
+        return list(results), pending
 
     async def _run_tool(self, call: _PendingCall) -> StoredMessage:
         if call.error is not None:
             return StoredMessage(
                 role="tool", tool_call_id=call.call_id, content=call.error, metadata={"error": call.error}
             )
-        assert call.tool is not None
+        assert call.tool is not None and call.tool.execute is not None
         context = ToolContext(self, call.call_id, call.name, self.state)
         try:
             result = call.tool.execute(call.input, context)

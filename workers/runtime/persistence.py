@@ -17,6 +17,8 @@ from streams.exceptions import HelixError
 from streams.messages import StoredMessage
 
 __all__ = [
+    "PendingCallSpec",
+    "ResolvedCall",
     "RunClaim",
     "RunConflictError",
     "RunOutcome",
@@ -59,13 +61,41 @@ class SessionSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingCallSpec:
+    """A tool call the run pauses on: ``kind`` ``approval`` (a person decides whether it runs) or
+    ``client_tool`` (the browser runs it and sends the result). ``approval_id`` names the record."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any
+    kind: str
+    approval_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedCall:
+    """A paused tool call whose answer came in: ``status`` ``approved``, ``denied``, ``expired``
+    (treated as denied) or ``answered`` (a client tool's ``output`` or ``error``)."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Any
+    kind: str
+    status: str
+    output: Any = None
+    error: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RunClaim:
     """An attempt's hold on a run.
 
     ``epoch`` fences the attempt's writes (it exceeds every earlier epoch of the session).
     ``takeover`` is set when an earlier attempt ran: this one continues after the
     ``step_count`` steps committed so far, from checkpoint ``checkpoint_id`` whose chunks end
-    at ``checkpoint_sequence``. ``reason``: ``start``, ``worker_lost`` or ``handed_back``.
+    at ``checkpoint_sequence``. ``reason``: ``start``, ``worker_lost``, ``handed_back`` or
+    ``resumed`` (every call the run paused on has its answer).
     """
 
     run_id: str
@@ -79,10 +109,11 @@ class RunClaim:
     reason: str = "start"
     checkpoint_id: str | None = None
     checkpoint_sequence: int | None = None
+    waiting: bool = False  # the last committed step still waits on a person: pause again
 
     @property
     def takeover(self) -> bool:
-        return self.reason != "start"
+        return self.reason in ("worker_lost", "handed_back")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +179,19 @@ class RunRecorder(abc.ABC):
         stream_sequence: int,
         *,
         epoch: int | None = None,
+        pending: list[PendingCallSpec] | None = None,
+        applied: list[str] | None = None,
     ) -> tuple[str, int]:
         """Atomically append the step's messages, store the state, count the step and write a
         checkpoint. Returns ``(checkpoint id, session message count)``. Raises
-        :class:`RunSupersededError` (nothing stored) when ``epoch`` no longer holds the run."""
+        :class:`RunSupersededError` (nothing stored) when ``epoch`` no longer holds the run.
+
+        In the same transaction, ``pending`` calls are recorded for the run to pause on, and the
+        answered calls ``applied`` (tool call ids) are marked as taken into the history."""
+
+    @abc.abstractmethod
+    async def resolved_calls(self, run_id: str) -> list[ResolvedCall]:
+        """The paused calls of the run that have an answer the run has not applied yet."""
 
     @abc.abstractmethod
     async def finish_run(self, run_id: str, outcome: RunOutcome, *, epoch: int | None = None) -> None:
