@@ -91,7 +91,13 @@ def test_database(django_db_setup, django_db_blocker) -> str:  # type: ignore[no
     from django.db import connection
 
     with django_db_blocker.unblock():
-        return str(connection.settings_dict["NAME"])
+        name = str(connection.settings_dict["NAME"])
+    test_name = (connection.settings_dict.get("TEST") or {}).get("NAME")
+    if test_name and name != str(test_name):
+        # pytest-django only creates the test database when a collected test is marked
+        # django_db; without one this would be the developer's database.
+        pytest.fail("tests that start servers on the test database must be marked django_db")
+    return name
 
 
 @pytest.fixture(scope="session")

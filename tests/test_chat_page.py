@@ -3,10 +3,30 @@ a reload mid-answer, and the answer completed exactly once."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
+import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.live import daphne
 from tests.test_demo_page import browser  # noqa: F401 (the module's Chromium fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the server runs on the test database
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _playwright_loop() -> Iterator[None]:
+    # Playwright's sync API keeps an event loop running in this thread; Django's teardown flush of
+    # the test database is plain sync code, which Django would otherwise refuse here.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if previous is None:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
 
 ENV = {
     "DJANGO_DEBUG": "1",
@@ -47,5 +67,31 @@ def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_data
         stored = "".join(p.get("text", "") for p in snapshot["messages"][-1]["parts"] if p["type"] == "text")
         shown = "".join(page.locator(".msg.assistant .part.text").all_inner_texts())
         assert shown == stored
+        assert errors == []
+        page.close()
+
+
+def test_approve_in_the_page_and_a_client_tool_in_the_browser(browser: Browser, test_database: str) -> None:  # noqa: F811
+    env = {**ENV, "DATABASE_URL": f"sqlite:///{test_database}"}
+    with daphne(env) as port:
+        page = browser.new_page(timezone_id="Europe/Lisbon")
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"http://127.0.0.1:{port}/")
+        expect(page.get_by_test_id("agent")).to_contain_text("assistant")
+        page.get_by_test_id("agent").select_option("assistant")
+        page.get_by_placeholder("Ask something").fill("Email the team the notes")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".tool .state.approval-requested")).to_be_visible(timeout=15_000)
+        page.reload()  # the run waits on us: the approval is still there after a reload
+        approve = page.get_by_role("button", name="Approve")
+        expect(approve).to_be_visible(timeout=15_000)
+        approve.click()
+        expect(page.locator(".msg.assistant")).to_contain_text("Sent to team@example.com.", timeout=15_000)
+        expect(page.locator(".msg.assistant")).to_have_count(1)
+
+        page.get_by_placeholder("Ask something").fill("Where am I?")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".msg.assistant").last).to_contain_text("You are in Lisbon.", timeout=15_000)
         assert errors == []
         page.close()

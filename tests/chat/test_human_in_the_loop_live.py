@@ -173,3 +173,27 @@ def test_staff_approve_in_the_admin_and_the_run_goes_on(
         time.sleep(0.1)
     anonymous = Client()
     assert anonymous.get("/admin/chat/pendingcall/").status_code == 302  # staff only
+
+
+@pytest.mark.parametrize("after_refresh", [False, True])
+def test_the_helpers_run_client_tools_and_continue(
+    live_client: ChatClient, helix_server: str, token: str, after_refresh: bool
+) -> None:
+    actions = [{"kind": "send", "text": "Where am I?"}]
+    if after_refresh:  # the page was reloaded while the run waited on the browser
+        actions.append({"kind": "refresh"})
+    session_id = str(uuid.uuid4())
+    answer = live_client.run(
+        "v6",
+        actions,
+        baseUrl=helix_server,
+        sessionId=session_id,
+        token=token,
+        agent="assistant",
+        clientTools={"get_location": {"city": "Braga"}},
+        clientToolsAfterRefresh=after_refresh,
+    )
+    assert answer["errors"] == [], answer
+    assert tool_parts(answer)[0]["output"] == {"city": "Braga"}
+    assert texts(answer).endswith("You are in Braga.")
+    assert Run.objects.get(session_id=session_id).status == "completed"

@@ -36,6 +36,8 @@ async function run(request) {
   let state;
   let chat;
   let onResync;
+  let onToolCall;
+  let refreshed = false;
 
   function makeChat(messages, resumeFromSequence) {
     const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence };
@@ -48,10 +50,18 @@ async function run(request) {
       sessionId: request.sessionId, baseUrl: base, headers, setMessages: (m) => { state.messages = m; },
       getChat: () => chat, reconnectOptions: options,
     });
+    // Client tools the page runs ({name: output}), from the start or only after a refresh.
+    const withTools = request.clientTools && (request.clientToolsAfterRefresh ? refreshed : true);
+    onToolCall = withTools
+      ? helix.createClientToolHandler({
+          tools: Object.fromEntries(Object.entries(request.clientTools).map(([name, output]) => [name, async () => output])),
+          getChat: () => chat,
+        })
+      : undefined;
     class Chat extends ai.AbstractChat {
       constructor() {
         super({ id: request.sessionId, transport, state, onError: (e) => errors.push(String(e?.message ?? e)),
-                onData: (part) => { data.push(part); return onResync(part); } });
+                onData: (part) => { data.push(part); return onResync(part); }, onToolCall });
       }
     }
     chat = new Chat();
@@ -76,6 +86,7 @@ async function run(request) {
     } else if (action.kind === "refresh") {
       const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
       snapshots.push(snapshot);
+      refreshed = true;
       makeChat(snapshot.messages, snapshot.streamSequence);
       if (helix.shouldResume(snapshot)) await chat.resumeStream();
     } else if (action.kind === "approve") {
@@ -103,6 +114,7 @@ async function run(request) {
       throw new Error(`unknown action ${action.kind}`);
     }
     await onResync.settled();
+    await onToolCall?.settled();
   }
   return { messages: state.messages, status: state.status, error: state.error ? String(state.error.message ?? state.error) : null,
            errors, data, snapshots };

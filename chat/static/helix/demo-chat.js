@@ -2,7 +2,8 @@
 // Helix helpers. Reload mid-answer: the page loads the snapshot and resumes the stream.
 import { AbstractChat, DefaultChatTransport } from "./vendor/ai.js";
 import {
-  createResyncHandler, loadHelixSnapshot, prepareHelixChatRequest, prepareHelixReconnectRequest, shouldResume,
+  createClientToolHandler, createResyncHandler, loadHelixSnapshot, prepareHelixChatRequest,
+  prepareHelixReconnectRequest, shouldResume,
 } from "./helix-chat.js";
 
 const $ = (id) => document.getElementById(id);
@@ -78,11 +79,34 @@ function partNode(part) {
     node.querySelector(".input").textContent = JSON.stringify(part.input ?? null);
     const result = part.state === "output-error" ? part.errorText : part.output !== undefined ? JSON.stringify(part.output) : "";
     node.querySelector(".output").textContent = result ? `→ ${result}` : "";
+    if (part.state === "approval-requested") node.append(approvalButtons(part));
   } else {
     return null;
   }
   return node;
 }
+
+// Approval gates: the run waits until you answer; the answer continues the same message.
+function approvalButtons(part) {
+  const box = document.createElement("div");
+  box.className = "approval";
+  for (const [label, approved] of [["Approve", true], ["Deny", false]]) {
+    const button = document.createElement("button");
+    button.textContent = label;
+    button.dataset.approve = String(approved);
+    button.addEventListener("click", async () => {
+      await chat.addToolApprovalResponse({ id: part.approval.id, approved });
+      await chat.sendMessage();
+    });
+    box.append(button);
+  }
+  return box;
+}
+
+// Client tools: the assistant agent's get_location runs here, in the page.
+const clientTools = {
+  get_location: async () => ({ city: Intl.DateTimeFormat().resolvedOptions().timeZone.split("/").pop().replace(/_/g, " ") }),
+};
 
 function render() {
   if (renderQueued) return;
@@ -121,9 +145,10 @@ function makeChat(messages, resumeFromSequence) {
     sessionId, getChat: () => chat, reconnectOptions: chatOptions,
     setMessages: (next) => { state.messages = next; }, onResync: () => activity("resynced after a worker change"),
   });
+  const onToolCall = createClientToolHandler({ tools: clientTools, getChat: () => chat });
   class PageChat extends AbstractChat {
     constructor() {
-      super({ id: sessionId, transport, state, onData: (part) => { onData(part); return resync(part); }, onError: (error) => activity(`error: ${error.message}`, "error") });
+      super({ id: sessionId, transport, state, onToolCall, onData: (part) => { onData(part); return resync(part); }, onError: (error) => activity(`error: ${error.message}`, "error") });
     }
   }
   chat = new PageChat();

@@ -2,7 +2,7 @@
 // build step, served by Django at {% static 'helix/helix-chat.js' %}.
 //
 //   import { prepareHelixChatRequest, prepareHelixReconnectRequest, loadHelixSnapshot,
-//            createResyncHandler } from "/static/helix/helix-chat.js";
+//            createResyncHandler, createClientToolHandler } from "/static/helix/helix-chat.js";
 //   const snapshot = await loadHelixSnapshot({ sessionId });
 //   const options = { sessionId, resumeFromSequence: snapshot.streamSequence, agent: "chat" };
 //   const transport = new DefaultChatTransport({
@@ -127,6 +127,55 @@ export function createResyncHandler({
       .then(() => new Promise((resolve) => setTimeout(resolve, 0)))
       .then(() => resync(part.data))
       .catch((error) => onResync?.(part.data, null, error));
+  };
+  handler.settled = () => pending;
+  return handler;
+}
+
+function pendingCall(messages, toolCallId) {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const part = messages[i].parts?.find((p) => p.toolCallId === toolCallId);
+    if (part) return { part, message: messages[i] };
+  }
+  return null;
+}
+
+async function idle(chat) {
+  while (chat.status === "streaming" || chat.status === "submitted") {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/**
+ * An `onToolCall` callback that runs client tools (tools without a server-side `execute`) in the
+ * page: `tools` maps a tool name to `async (input) => output`. Once the stream is idle, each call
+ * still waiting (`input-available`) gets its output through `addToolOutput` (or `output-error`
+ * when the function throws), and when no call of the message waits any more the message is
+ * continued with `sendMessage()`. A call answered already (a replay after a page refresh shows
+ * it before its output) is left alone, so a refresh while the run waits simply dispatches it.
+ */
+export function createClientToolHandler({ tools, getChat, autoContinue = true }) {
+  let pending = Promise.resolve();
+  const dispatch = async (toolCall) => {
+    const chat = getChat();
+    await idle(chat);
+    const found = pendingCall(chat.messages, toolCall.toolCallId);
+    if (!found || found.part.state !== "input-available") return;
+    const tool = toolCall.toolName;
+    try {
+      const output = await tools[tool](toolCall.input);
+      await chat.addToolOutput({ tool, toolCallId: toolCall.toolCallId, output });
+    } catch (error) {
+      await chat.addToolOutput({ state: "output-error", tool, toolCallId: toolCall.toolCallId, errorText: String(error?.message ?? error) });
+    }
+    const message = pendingCall(chat.messages, toolCall.toolCallId)?.message;
+    const waiting = message?.parts.some((p) => p.toolCallId && (p.state === "input-available" || p.state === "approval-requested"));
+    if (autoContinue && !waiting) await chat.sendMessage();
+  };
+  const handler = ({ toolCall }) => {
+    if (toolCall.providerExecuted || !Object.hasOwn(tools, toolCall.toolName)) return;
+    pending = pending.then(() => new Promise((resolve) => setTimeout(resolve, 0))).then(() => dispatch(toolCall));
+    pending = pending.catch(() => {});
   };
   handler.settled = () => pending;
   return handler;
