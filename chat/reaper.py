@@ -4,7 +4,8 @@ A run's lease expires when its worker stops renewing it (killed, frozen, cut off
 (``helix.reap_runs`` on Celery beat, or ``manage.py reap_runs``) sends such a run to a worker,
 whose attempt claims it and takes over from the last checkpoint. A run that has used up
 ``HELIX["MAX_ATTEMPTS"]`` fails with ``worker_lost``, and so does its stream. A run stopped by
-its user whose worker died before it could say so gets its stream ended.
+its user whose worker died before it could say so gets its stream ended. A paused tool call
+left unanswered past its expiry counts as denied, and its run goes on.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from chat.models import Run, Session
+from chat.models import PendingCall, Run, Session
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError
@@ -39,6 +40,7 @@ class ReapReport:
     dispatched: int = 0
     failed: int = 0
     closed: int = 0
+    expired: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -68,10 +70,25 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
     for run in expired.filter(status=Run.Status.INTERRUPTED).only("id", "session_id", "epoch"):
         if _close(run, "interrupted", ""):
             report.closed += 1
+    report.expired = _expire_pending_calls(now)
     for key, sent_at in list(_sent.items()):
         if time.monotonic() - sent_at > 10 * lease:
             del _sent[key]
     return report
+
+
+def _expire_pending_calls(now: datetime) -> int:
+    """Deny the calls nobody answered in time; resume the runs left with no pending call."""
+    from chat.approvals import resume_answered_run, run_is_answered
+
+    expired = PendingCall.objects.filter(status=PendingCall.Status.PENDING, expires_at__lt=now)
+    run_ids = set(expired.values_list("run_id", flat=True))
+    count = expired.update(status=PendingCall.Status.EXPIRED, decided_at=now)
+    for run in Run.objects.filter(pk__in=run_ids, status=Run.Status.PAUSED):
+        if run_is_answered(str(run.pk)):
+            logger.warning("run %s: a paused tool call expired unanswered; the run goes on", run.pk)
+            async_to_sync(resume_answered_run)(str(run.session_id), str(run.pk), run.agent)
+    return count
 
 
 def _close(run: Run, status: str, error: str) -> bool:

@@ -197,3 +197,30 @@ def test_the_helpers_run_client_tools_and_continue(
     assert tool_parts(answer)[0]["output"] == {"city": "Braga"}
     assert texts(answer).endswith("You are in Braga.")
     assert Run.objects.get(session_id=session_id).status == "completed"
+
+
+def test_an_approval_nobody_answers_expires_and_the_run_goes_on_without_it(
+    live_client: ChatClient, helix_server: str, token: str, celery_worker: dict[str, str], redis_url: str
+) -> None:
+    import time
+    from datetime import timedelta
+
+    from asgiref.sync import async_to_sync
+    from django.test import override_settings
+    from django.utils import timezone
+
+    from chat.reaper import reap_expired_runs
+    from chat.store import DjangoStateStore
+
+    session_id, _ = chat(live_client, helix_server, token, [{"kind": "send", "text": "Email the printers"}])
+    PendingCall.objects.filter(run__session_id=session_id).update(expires_at=timezone.now() - timedelta(seconds=1))
+    helix = {"STREAMS": {"BACKEND": "redis", "OPTIONS": {"url": redis_url}}, "EXECUTOR": "celery"}
+    with override_settings(HELIX=helix, CELERY_TASK_DEFAULT_QUEUE=celery_worker["queue"]):
+        assert reap_expired_runs().expired == 1
+    deadline = time.monotonic() + 30
+    while Run.objects.get(session_id=session_id).status != "completed":
+        assert time.monotonic() < deadline, "the run did not go on after the expiry"
+        time.sleep(0.1)
+    messages = async_to_sync(DjangoStateStore().get_messages)(session_id).messages
+    assert messages[-2].content == "The user denied this tool call: the approval expired"
+    assert messages[-1].content == "Understood: I did not send it."

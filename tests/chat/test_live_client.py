@@ -82,12 +82,17 @@ def test_stop(live_client: ChatClient, helix_server: str, token: str) -> None:
         live_client,
         helix_server,
         token,
-        [{"kind": "send-and-stop", "text": "A long question", "afterMs": 400}],
+        [
+            {"kind": "send-and-stop", "text": "A long question", "afterMs": 400},
+            {"kind": "send", "text": "Go on, please"},  # an interrupted conversation goes on
+        ],
         agent="research",
     )
     assert answer["error"] is None and answer["errors"] == [], answer
     assert any(part["type"] == "data-run-interrupted" for part in answer["data"])
-    assert Run.objects.get(session_id=session_id).status == "interrupted"
+    runs = list(Run.objects.filter(session_id=session_id).order_by("created_at").values_list("status", flat=True))
+    assert runs == ["interrupted", "completed"]
+    assert [m["role"] for m in answer["messages"]][-2:] == ["user", "assistant"]
 
 
 def test_nothing_to_resume_after_the_end(live_client: ChatClient, helix_server: str, token: str) -> None:

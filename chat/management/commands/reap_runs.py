@@ -23,9 +23,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         while True:
             report = reap_expired_runs()
-            if report.dispatched or report.failed or report.closed or not options["loop"]:
+            if report.dispatched or report.failed or report.closed or report.expired or not options["loop"]:
                 self.stdout.write(
-                    f"Sent {report.dispatched} runs to a worker, failed {report.failed}, closed {report.closed}"
+                    f"Sent {report.dispatched} runs to a worker, failed {report.failed}, closed {report.closed}; "
+                    f"{report.expired} paused tool calls expired"
                 )
             if not options["loop"]:
                 return
