@@ -252,6 +252,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         # Epochs grow across the session's runs (they fence the session's one stream); the
         # session row lock serializes their allocation where the database has row locks.
         list(Session.objects.select_for_update().filter(pk=run.session_id).values_list("pk"))
+        previous_epoch = run.epoch
         run.epoch = (Run.objects.filter(session_id=run.session_id).aggregate(top=Max("epoch"))["top"] or 0) + 1
         run.status = Run.Status.RUNNING
         run.worker = worker
@@ -275,6 +276,7 @@ class DjangoStateStore(StateStore, RunRecorder):
             checkpoint_id=str(checkpoint.pk) if checkpoint else None,
             checkpoint_sequence=checkpoint.stream_sequence if checkpoint else None,
             waiting=PendingCall.objects.filter(run=run, status=PendingCall.Status.PENDING).exists(),
+            previous_epoch=previous_epoch,
         )
 
     async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:

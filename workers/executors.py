@@ -26,7 +26,7 @@ from streams.backends.base import StreamManager
 from streams.conf import helix_settings
 from streams.exceptions import StreamSupersededError
 from streams.messages import StoredMessage
-from streams.protocol import StepDiscarded, StreamResync, now_ms
+from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync, now_ms
 from workers.leases import LeaseKeeper
 from workers.runtime.agents import Agent, get_agent
 from workers.runtime.loop import RunLoop
@@ -177,6 +177,17 @@ async def take_over(streams: StreamManager, claim: RunClaim) -> None:
     step = claim.step_count + 1
     partial = await streams.get_chunks_from_step(claim.session_id, step, min_sequence=floor)
     writer = await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch)
+    if claim.previous_epoch:
+        await writer.write(
+            ExecutorSuperseded(
+                agent_id=claim.run_id,
+                agent_type=claim.agent,
+                timestamp=now_ms(),
+                run_id=claim.run_id,
+                epoch=claim.previous_epoch,
+                current_epoch=claim.epoch,
+            )
+        )
     last_good = latest
     if partial:
         last_good = partial[0][1] - 1

@@ -36,6 +36,7 @@ class Round:
     notes: int
     takeover_seconds: float | None
     attempts: int
+    superseded: bool = False
 
 
 def conversation(messages: list[Any]) -> list[tuple[Any, ...]]:
@@ -62,7 +63,7 @@ async def run_once(pool: WorkerPool | None, executor: Any, kill_after: float | N
 
 async def inspect(run_id: str, killed_at: float | None, reference: list[tuple[Any, ...]], streams: Any) -> Round:
     from chat.models import Message, Run
-    from streams.protocol import StreamResync
+    from streams.protocol import ExecutorSuperseded, StreamResync
 
     run = await Run.objects.select_related("session").aget(pk=run_id)
     stored = [m async for m in Message.objects.filter(session_id=run.session_id).order_by("position")]
@@ -80,6 +81,7 @@ async def inspect(run_id: str, killed_at: float | None, reference: list[tuple[An
         notes=len(run.session.state.get("notes", [])),
         takeover_seconds=takeover,
         attempts=run.attempt,
+        superseded=any(isinstance(c, ExecutorSuperseded) and c.current_epoch > c.epoch for c, _ in chunks),
     )
 
 

@@ -44,7 +44,7 @@ async def test_a_killed_worker_is_taken_over_and_nothing_is_lost_or_doubled(
         await streams.aclose()
     assert result.killed, f"the run ended before the kill at {kill_after} s"
     assert result.completed, pool.log_tail()
-    assert result.resynced and result.attempts == 2
+    assert result.resynced and result.superseded and result.attempts == 2
     assert result.same_messages and (result.duplicates, result.lost) == (0, 0)
     assert result.notes == 1, "a tool of a committed step ran again"
     assert result.takeover_seconds is not None and result.takeover_seconds < 10

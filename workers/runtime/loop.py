@@ -263,7 +263,7 @@ class RunLoop:
                 timestamp=now_ms(),
                 run_id=self.run_id,
                 step=self.step,
-                reason="approval" if any(a.kind == "approval" for a in answers) else "client_tool",
+                reason="approval" if any(a.kind == "approval" for a in answers) else "tool_result",
             )
         )
         for answer in answers:

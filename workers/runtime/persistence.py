@@ -110,6 +110,7 @@ class RunClaim:
     checkpoint_id: str | None = None
     checkpoint_sequence: int | None = None
     waiting: bool = False  # the last committed step still waits on a person: pause again
+    previous_epoch: int = 0  # the epoch of the attempt before this one (0: none)
 
     @property
     def takeover(self) -> bool:
