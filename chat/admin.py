@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from chat.ai_sdk.snapshot import without_discarded
 from chat.models import Checkpoint, Message, PendingCall, Run, Session
 from streams.backends import get_stream_manager
 from streams.exceptions import HelixError
@@ -120,11 +121,13 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if info is None:
             return format_html("<i>{}</i>", "no stream (expired or never started)")
         shown = chunks[-TIMELINE_LIMIT:]
+        kept = {s for _, s in without_discarded(chunks)}  # a dead attempt's partial step is struck out
         rows = format_html_join(
             "",
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+            '<tr style="{}"><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>',
             (
                 (
+                    "" if sequence in kept else "text-decoration: line-through; opacity: .5",
                     sequence,
                     data.pop("type"),
                     data.pop("agentId"),

@@ -69,3 +69,33 @@ def test_session_pages_render_messages_and_the_timeline(admin_client: Client, se
         assert admin_client.get(reverse(f"admin:chat_{name}_changelist")).status_code == 200
     search = admin_client.get(reverse("admin:chat_message_changelist"), {"q": "Add 2"})
     assert "Add 2 and 2" in search.content.decode()
+
+
+def test_the_timeline_strikes_out_a_discarded_step(admin_client: Client) -> None:
+    session_id = str(uuid.uuid4())
+
+    async def build() -> None:
+        run_id = await DjangoStateStore().start_run(
+            session_id, "chat", user_message=StoredMessage(role="user", content="Hi"), start_sequence=0, message_id="m"
+        )
+        writer = await get_stream_manager().create_writer(session_id, run_id, "chat")
+        await writer.write({"type": "text_delta", "delta": "voided words"})
+        await writer.write(
+            {
+                "type": "step_discarded",
+                "runId": run_id,
+                "step": 1,
+                "attempt": 2,
+                "fromSequence": 1,
+                "toSequence": 1,
+                "reason": "worker_lost",
+            }
+        )
+        await writer.write({"type": "text_delta", "delta": "kept words"})
+
+    async_to_sync(build)()
+    page = admin_client.get(reverse("admin:chat_session_change", args=[session_id])).content.decode()
+    struck = [row for row in page.split("<tr") if "line-through" in row]
+    assert len(struck) == 1 and "voided words" in struck[0]
+    assert "kept words" in page
+    assert admin_client.get(reverse("admin:chat_pendingcall_changelist")).status_code == 200
