@@ -1,0 +1,64 @@
+"""The reaper's own decisions: runs out of attempts fail, stopped runs of dead workers close."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.management import call_command
+from django.utils import timezone
+
+from chat.models import Run, Session
+from chat.reaper import reap_expired_runs
+from chat.store import DjangoStateStore
+from streams.backends import get_stream_manager
+from streams.messages import StoredMessage
+from streams.protocol import ErrorChunk, RunInterrupted
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def dead_run(status: str, attempt: int) -> tuple[str, str]:
+    """A run whose worker stopped renewing its lease a minute ago."""
+    session_id = str(uuid.uuid4())
+
+    async def build() -> str:
+        store = DjangoStateStore()
+        run_id = await store.start_run(
+            session_id, "chat", user_message=StoredMessage(role="user", content="Hi"), start_sequence=0, message_id="m"
+        )
+        await store.claim_run(run_id, "gone-worker", 30)
+        writer = await get_stream_manager().create_writer(session_id, run_id, "chat", epoch=1)
+        await writer.write({"type": "text_delta", "delta": "half an"})
+        return run_id
+
+    run_id = async_to_sync(build)()
+    Run.objects.filter(pk=run_id).update(
+        status=status, attempt=attempt, lease_expires_at=timezone.now() - timedelta(minutes=1)
+    )
+    return session_id, run_id
+
+
+def test_a_run_out_of_attempts_fails_with_its_stream() -> None:
+    session_id, run_id = dead_run("running", attempt=3)
+    assert reap_expired_runs().failed == 1
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.error_code, run.lease_expires_at) == ("failed", "worker_lost", None)
+    assert Session.objects.get(pk=session_id).status == "failed"
+    info = async_to_sync(get_stream_manager().get_stream_info)(session_id)
+    assert info is not None and info.status == "failed" and "lost 3 times" in (info.error or "")
+    chunks = [c for c, _ in async_to_sync(get_stream_manager().get_all_chunks)(session_id)]
+    assert isinstance(chunks[-1], ErrorChunk) and chunks[-1].code == "worker_lost"
+    assert reap_expired_runs().failed == 0  # once
+
+
+def test_a_stopped_run_whose_worker_died_gets_its_stream_ended() -> None:
+    session_id, run_id = dead_run("interrupted", attempt=1)
+    call_command("reap_runs")
+    info = async_to_sync(get_stream_manager().get_stream_info)(session_id)
+    assert info is not None and info.status == "ended"
+    chunks = [c for c, _ in async_to_sync(get_stream_manager().get_all_chunks)(session_id)]
+    assert isinstance(chunks[-1], RunInterrupted)
+    assert Run.objects.get(pk=run_id).lease_expires_at is None
