@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -107,3 +108,30 @@ def _restart_later(server: RestartableRedis) -> None:
 
 async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
     return [sequence async for _, sequence in reader]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_rides_out_a_redis_crash_and_the_client_sees_what_was_stored(
+    restartable_redis: RestartableRedis, chat_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chat.store import DjangoStateStore
+    from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
+    from workers.executors import InProcessExecutor
+
+    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "8")
+    streams = RedisStreamManager(restartable_redis.url, retry_timeout=15, socket_timeout=2)
+    try:
+        store = DjangoStateStore()
+        question = "How do streams resume?"
+        handle = await InProcessExecutor(store, streams).execute("research", question)
+        await asyncio.sleep(1.0)  # mid-run: the sub-agent or the answer is streaming
+        await asyncio.to_thread(restartable_redis.crash)
+        await asyncio.to_thread(_restart_later, restartable_redis)
+        outcome = await handle.result(timeout=60)
+        assert outcome.status == "completed", outcome
+        chunks = await streams.get_all_chunks(handle.session_id)
+        assert [s for _, s in chunks] == list(range(1, len(chunks) + 1))
+        body = await live_body(streams, handle.session_id, handle.start_sequence, handle.message_id)
+        assert_live_equals_stored(chat_client, body, await stored_reply(store, streams, handle.session_id), question)
+    finally:
+        await streams.aclose()
