@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
@@ -84,9 +84,19 @@ def _expire_pending_calls(now: datetime) -> int:
     expired = PendingCall.objects.filter(status=PendingCall.Status.PENDING, expires_at__lt=now)
     run_ids = set(expired.values_list("run_id", flat=True))
     count = expired.update(status=PendingCall.Status.EXPIRED, decided_at=now)
+    # Also runs whose answers came in a while ago but which never went on (the resume was lost).
+    stale = now - timedelta(seconds=3 * float(helix_settings.LEASE_SECONDS))
+    answered = PendingCall.objects.filter(applied=False, decided_at__lt=stale).exclude(
+        status=PendingCall.Status.PENDING
+    )
+    run_ids |= set(answered.values_list("run_id", flat=True))
     for run in Run.objects.filter(pk__in=run_ids, status=Run.Status.PAUSED):
-        if run_is_answered(str(run.pk)):
-            logger.warning("run %s: a paused tool call expired unanswered; the run goes on", run.pk)
+        key = (str(run.pk), -run.epoch)  # one resume per pause
+        if run_is_answered(str(run.pk)) and time.monotonic() - _sent.get(key, -1e9) > 3 * float(
+            helix_settings.LEASE_SECONDS
+        ):
+            _sent[key] = time.monotonic()
+            logger.warning("run %s: every paused call has its answer (or expired); the run goes on", run.pk)
             async_to_sync(resume_answered_run)(str(run.session_id), str(run.pk), run.agent)
     return count
 

@@ -224,3 +224,30 @@ def test_an_approval_nobody_answers_expires_and_the_run_goes_on_without_it(
     messages = async_to_sync(DjangoStateStore().get_messages)(session_id).messages
     assert messages[-2].content == "The user denied this tool call: the approval expired"
     assert messages[-1].content == "Understood: I did not send it."
+
+
+def test_answers_whose_resume_was_lost_are_picked_up_by_the_reaper(
+    live_client: ChatClient, helix_server: str, token: str, celery_worker: dict[str, str], redis_url: str
+) -> None:
+    import time
+    from datetime import timedelta
+
+    from django.test import override_settings
+    from django.utils import timezone
+
+    from chat.approvals import decide_calls
+    from chat.chat_request import ToolAnswer
+    from chat.reaper import reap_expired_runs
+
+    session_id, _ = chat(live_client, helix_server, token, [{"kind": "send", "text": "Email the caterers"}])
+    call = PendingCall.objects.get(run__session_id=session_id)
+    answer = ToolAnswer(call.tool_call_id, approval_id=str(call.id), approved=True)
+    decide_calls(str(call.run_id), [answer], None, require_all=True)  # recorded, but nobody resumed the run
+    PendingCall.objects.filter(pk=call.pk).update(decided_at=timezone.now() - timedelta(minutes=1))
+    helix = {"STREAMS": {"BACKEND": "redis", "OPTIONS": {"url": redis_url}}, "EXECUTOR": "celery"}
+    with override_settings(HELIX=helix, CELERY_TASK_DEFAULT_QUEUE=celery_worker["queue"]):
+        reap_expired_runs()
+    deadline = time.monotonic() + 30
+    while Run.objects.get(session_id=session_id).status != "completed":
+        assert time.monotonic() < deadline, "the answered run was never resumed"
+        time.sleep(0.1)
