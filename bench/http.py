@@ -1,20 +1,23 @@
 """Benchmark of the HTTP surface: Daphne + the async stream views + Redis, as browsers use them.
 
     python -m bench.http --redis-url redis://127.0.0.1:6379/15 [--idle 5000] [--active 100 300]
-        [--phases idle active rate post] [--client-processes 2] [--load-niceness 10]
+        [--phases idle active rate post] [--client-processes 2] [--load-niceness 10] [--split-cpus]
 
 Starts its own Daphne (listen backlog 8192), a bare ASGI baseline app under Daphne, and a Celery
 worker, on a temporary SQLite database. Measures: idle tailing streams per Daphne process (time
 for all to connect, memory per stream, Redis connections), write → client latency with many
 active streams, one connection's event rate against the bare ASGI app, resume times, and POST →
 first byte on the Celery executor. The active streams' clients and writer run in their own
-processes at a raised niceness, so that on a small machine they leave the cores to the server.
+processes at a raised niceness, so that on a small machine they leave the cores to the server;
+``--split-cpus`` goes further and pins Daphne (and a local Redis) to the first CPU and all the
+load to the others, as if the clients were other machines.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -140,8 +143,16 @@ async def bench_idle(port: int, token: str, sessions: list[str], daphne_pid: int
     }
 
 
-def _latency_client(port: int, token: str, sessions: list[str], seconds: float, niceness: int, out: Any) -> None:
+def _as_load(niceness: int) -> None:
+    """Make this process load, not server: niced, and on the load's CPUs when --split-cpus says so."""
     os.nice(niceness)
+    cpus = os.environ.get("HELIX_BENCH_LOAD_CPUS")
+    if cpus:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
+def _latency_client(port: int, token: str, sessions: list[str], seconds: float, niceness: int, out: Any) -> None:
+    _as_load(niceness)
 
     async def main() -> list[float]:
         latencies: list[float] = []
@@ -165,30 +176,46 @@ def _latency_client(port: int, token: str, sessions: list[str], seconds: float, 
     out.put(asyncio.run(main()))
 
 
-async def _write_at_rate(redis_url: str, sessions: list[str], rate: float, seconds: float) -> int:
+def _write_at_rate(redis_url: str, sessions: list[str], rate: float, seconds: float) -> int:
+    """Write ``rate`` events a second to every stream, through the store's own append script.
+
+    A load generator, not a worker: the events due in the same millisecond go out in one
+    pipeline, which keeps this process's cost per event low enough for one core to produce
+    thousands a second. Each event is still one append (one script call, one notification) on
+    its own stream, as a worker's would be; its timestamp is taken before it is queued, so the
+    batching counts against the measured latency.
+    """
+    import redis
+
     from streams.backends import RedisStreamManager
-    from streams.protocol import TextDelta
+    from streams.backends.redis_scripts import append_script
+    from streams.protocol import TextDelta, encode_chunk
 
     manager = RedisStreamManager(redis_url)
-    writers = [await manager.create_writer(s, f"run-{s[:8]}", "chat") for s in sessions]
+    client = redis.Redis.from_url(redis_url)
+    script = client.register_script(append_script(0, None))
+    keys = [manager._keys(s) for s in sessions]  # the store's key layout
     total = rate * len(sessions)
     start = time.perf_counter()
     count = 0
     while time.perf_counter() - start < seconds:
-        target = start + count / total
-        delay = target - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        writer = writers[count % len(writers)]
-        await writer.write(TextDelta(agent_id=writer.agent_id, timestamp=1, delta=f"{time.time_ns()} word"))
-        count += 1
-    await manager.aclose()
+        due = int((time.perf_counter() - start) * total) + 1
+        if due <= count:
+            time.sleep(min(0.001, (count + 1) / total - (time.perf_counter() - start)))
+            continue
+        pipe = client.pipeline(transaction=False)
+        for index in range(count, due):
+            session_id = sessions[index % len(sessions)]
+            chunk = TextDelta(agent_id=f"run-{session_id[:8]}", timestamp=1, delta=f"{time.time_ns()} word")
+            script(keys=keys[index % len(keys)], args=["", "", 1, encode_chunk(chunk)[1]], client=pipe)
+        pipe.execute()
+        count = due
     return count
 
 
 def _writer(redis_url: str, sessions: list[str], rate: float, seconds: float, niceness: int, out: Any) -> None:
-    os.nice(niceness)
-    out.put(asyncio.run(_write_at_rate(redis_url, sessions, rate, seconds)))
+    _as_load(niceness)
+    out.put(_write_at_rate(redis_url, sessions, rate, seconds))
 
 
 def bench_active(
@@ -303,6 +330,11 @@ def main() -> None:
     parser.add_argument("--client-processes", type=int, default=2, help="processes the active streams' clients share")
     parser.add_argument("--load-niceness", type=int, default=LOAD_NICENESS, help="niceness of the clients and writer")
     parser.add_argument(
+        "--split-cpus",
+        action="store_true",
+        help="pin Daphne and a local Redis to the first CPU and the load to the others, as if on other machines",
+    )
+    parser.add_argument(
         "--phases", nargs="+", default=["idle", "active", "rate", "post"], choices=["idle", "active", "rate", "post"]
     )
     args = parser.parse_args()
@@ -349,6 +381,15 @@ def main() -> None:
         env,
         workdir / "worker.log",
     )
+    if args.split_cpus:
+        import redis
+
+        cpus = sorted(os.sched_getaffinity(0))
+        os.environ["HELIX_BENCH_LOAD_CPUS"] = ",".join(str(c) for c in cpus[1:])
+        os.sched_setaffinity(daphne.pid, {cpus[0]})
+        os.sched_setaffinity(0, set(cpus[1:]))  # this process's own clients are load too
+        with contextlib.suppress(Exception):  # a Redis of this machine: give it the server's CPU too
+            os.sched_setaffinity(int(redis.Redis.from_url(args.redis_url).info("server")["process_id"]), {cpus[0]})
     rows: list[Row] = []
     try:
         wait_port(port)
