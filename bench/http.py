@@ -89,9 +89,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def make_sessions(user_id: int, count: int) -> list[str]:
-    from chat.models import Run, Session
+    from chat.models import ChatSession, Run
 
-    sessions = Session.objects.bulk_create([Session(agent="chat", owner_id=user_id) for _ in range(count)])
+    sessions = ChatSession.objects.bulk_create([ChatSession(agent="chat", owner_id=user_id) for _ in range(count)])
     Run.objects.bulk_create([Run(session=s, agent="chat", status="running", message_id=f"m-{s.pk}") for s in sessions])
     return [str(s.pk) for s in sessions]
 

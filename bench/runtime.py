@@ -132,7 +132,7 @@ def start_worker(redis_url: str, database: Path, queue: str, log: Path) -> subpr
 
 async def bench_concurrency(redis_url: str, queue: str, runs: int) -> tuple[float, list[float]]:
     from chat.models import Run
-    from chat.store import DjangoStateStore
+    from chat.state.store import DjangoStateStore
     from helix_site.celery import app
     from streams.backends import RedisStreamManager
     from workers.executors import CeleryExecutor

@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from chat.ai_sdk.snapshot import without_discarded
-from chat.models import Checkpoint, Message, PendingCall, Run, Session
+from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from streams.backends import get_stream_manager
 from streams.exceptions import HelixError
 from streams.protocol import dump_chunk
@@ -93,7 +93,7 @@ class CheckpointInline(ReadOnlyInline):
     readonly_fields = fields
 
 
-@admin.register(Session)
+@admin.register(ChatSession)
 class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("short_id", "title", "agent", "owner", "status", "updated_at")
     list_filter = ("status", "agent", ("owner", admin.RelatedOnlyFieldListFilter), "created_at")
@@ -104,15 +104,15 @@ class SessionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     date_hierarchy = "created_at"
 
     @admin.display(description="id", ordering="id")
-    def short_id(self, obj: Session) -> str:
+    def short_id(self, obj: ChatSession) -> str:
         return str(obj.id)[:8]
 
     @admin.display(description="state")
-    def state_view(self, obj: Session) -> SafeString:
+    def state_view(self, obj: ChatSession) -> SafeString:
         return _pretty(obj.state)
 
     @admin.display(description="stream timeline")
-    def timeline(self, obj: Session) -> SafeString:
+    def timeline(self, obj: ChatSession) -> SafeString:
         try:
             chunks = async_to_sync(get_stream_manager().get_all_chunks)(str(obj.id))
             info = async_to_sync(get_stream_manager().get_stream_info)(str(obj.id))
@@ -170,7 +170,7 @@ class RunAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "error_code",
     )
     list_filter = ("status", "agent", "created_at")
-    search_fields = ("id", "session__id", "session__title", "error_message", "celery_task_id")
+    search_fields = ("id", "session__id", "session__title", "error_message")
     readonly_fields = [field.name for field in Run._meta.fields] + ["usage_view"]
     inlines = (CheckpointInline,)
     date_hierarchy = "created_at"
@@ -249,7 +249,7 @@ class PendingCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         self._decide(request, queryset, approved=False)
 
     def _decide(self, request: HttpRequest, queryset: Any, *, approved: bool) -> None:
-        from chat.approvals import answer_from_admin
+        from chat.state.approvals import answer_from_admin
 
         for call in queryset.filter(kind=PendingCall.Kind.APPROVAL):
             try:

@@ -8,13 +8,13 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from chat.managers import CheckpointQuerySet, MessageQuerySet, RunQuerySet, SessionQuerySet
+from chat.state.querysets import CheckpointQuerySet, MessageQuerySet, RunQuerySet, SessionQuerySet
 from streams.messages import StoredMessage, ToolCall
 
-__all__ = ["Checkpoint", "Message", "Run", "Session"]
+__all__ = ["ChatSession", "Checkpoint", "Message", "PendingCall", "Run"]
 
 
-class Session(models.Model):
+class ChatSession(models.Model):
     """A conversation with an agent; its id is also the id of its stream."""
 
     class Status(models.TextChoices):
@@ -57,7 +57,7 @@ class Run(models.Model):
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.PAUSED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="runs")
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="runs")
     agent = models.CharField(max_length=100)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     start_sequence = models.BigIntegerField(default=0, help_text="Stream sequence before the run's first chunk.")
@@ -73,7 +73,6 @@ class Run(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    celery_task_id = models.CharField(max_length=64, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -87,7 +86,7 @@ class Run(models.Model):
             models.UniqueConstraint(
                 fields=["session"],
                 condition=models.Q(status__in=["queued", "running", "paused"]),
-                name="one_active_run_per_session",
+                name="helix_chat_one_active_run_per_session",
             )
         ]
 
@@ -110,7 +109,7 @@ class Message(models.Model):
         SYSTEM = "system", "system"
         TOOL = "tool", "tool"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
     position = models.PositiveIntegerField()
     message_id = models.CharField(max_length=100, blank=True)
@@ -126,7 +125,9 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["session", "position"]
-        constraints = [models.UniqueConstraint(fields=["session", "position"], name="message_position_per_session")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "position"], name="helix_chat_message_position_per_session")
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"
@@ -161,7 +162,7 @@ class Checkpoint(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="checkpoints")
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="checkpoints")
     step = models.PositiveIntegerField()
     state = models.JSONField(default=dict, blank=True)
     message_count = models.PositiveIntegerField()
@@ -172,7 +173,9 @@ class Checkpoint(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["run", "step"], name="one_checkpoint_per_step")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "step"], name="helix_chat_one_checkpoint_per_step"),
+        ]
 
     def __str__(self) -> str:
         return f"checkpoint step {self.step} of {self.run}"
@@ -198,7 +201,7 @@ class PendingCall(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="pending_calls")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="pending_calls")
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="pending_calls")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
@@ -220,7 +223,9 @@ class PendingCall(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["run", "tool_call_id"], name="one_pending_call_per_tool_call")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="helix_chat_one_pending_call_per_tool_call")
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.tool_name} ({self.status})"

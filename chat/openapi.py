@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 description of the Helix chat API, served at ``/api/schema``."""
+"""The OpenAPI 3.1 description of the Helix chat API, served at ``schema`` under the mount prefix."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ SCHEMA: dict[str, Any] = {
     },
     "security": [{"session": []}, {"token": []}],
     "paths": {
-        "/api/chat/{session_id}": {
+        "/chat/{session_id}": {
             "parameters": [_session],
             "post": {
                 "summary": "Start or continue a run and stream it",
@@ -127,7 +127,7 @@ SCHEMA: dict[str, Any] = {
                 "responses": {"204": {"description": "Deleted."}, **_errors(401, 403, 404)},
             },
         },
-        "/api/chat/{session_id}/stream": {
+        "/chat/{session_id}/stream": {
             "parameters": [_session],
             "get": {
                 "summary": "Resume (the URL useChat({resume: true}) calls)",
@@ -139,7 +139,7 @@ SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "/api/chat/{session_id}/snapshot": {
+        "/chat/{session_id}/snapshot": {
             "parameters": [_session],
             "get": {
                 "summary": "The session's snapshot",
@@ -153,7 +153,7 @@ SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "/api/chat/{session_id}/messages": {
+        "/chat/{session_id}/messages": {
             "parameters": [_session],
             "get": {
                 "summary": "A page of UI messages",
@@ -164,7 +164,7 @@ SCHEMA: dict[str, Any] = {
                 "responses": {"200": {"description": "`{messages, hasMore, offset, limit}`"}, **_errors(400, 401, 404)},
             },
         },
-        "/api/chat/{session_id}/stop": {
+        "/chat/{session_id}/stop": {
             "parameters": [_session],
             "post": {
                 "summary": "Stop the run at its next safe point",
@@ -175,7 +175,7 @@ SCHEMA: dict[str, Any] = {
                 },
             },
         },
-        "/api/sessions": {
+        "/sessions": {
             "get": {
                 "summary": "The caller's sessions",
                 "parameters": [
@@ -185,13 +185,13 @@ SCHEMA: dict[str, Any] = {
                 "responses": {"200": {"description": "`{count, next, previous, results}`"}, **_errors(401)},
             }
         },
-        "/api/agents": {
+        "/agents": {
             "get": {
                 "summary": "The agents a chat may name",
                 "responses": {"200": {"description": "`[{name, description}]`"}, **_errors(401)},
             }
         },
-        "/api/schema": {
+        "/schema": {
             "get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}
         },
     },
@@ -199,5 +199,6 @@ SCHEMA: dict[str, Any] = {
 
 
 def schema_view(request: HttpRequest) -> JsonResponse:
-    """GET: the OpenAPI description."""
-    return JsonResponse(SCHEMA)
+    """GET: the OpenAPI description; its server is the prefix the site mounted the API at."""
+    prefix = request.path[: -len("schema")] if request.path.endswith("schema") else "/"
+    return JsonResponse({**SCHEMA, "servers": [{"url": prefix.rstrip("/") or "/"}]})

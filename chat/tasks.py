@@ -14,11 +14,12 @@ from typing import Any
 
 from celery import shared_task
 from celery.signals import worker_shutting_down
-from django.conf import settings
 
 from chat.models import Run
-from chat.store import DjangoStateStore, db
+from chat.state.db import db
+from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
+from streams.conf import helix_settings
 from workers.executors import RUN_TASK, execute_run, lease_keeper
 from workers.leases import LeaseKeeper
 from workers.loop import run_on_worker_loop
@@ -26,7 +27,7 @@ from workers.runtime.persistence import RunOutcome
 
 logger = logging.getLogger(__name__)
 
-SOFT_TIME_LIMIT = getattr(settings, "HELIX_RUN_SOFT_TIME_LIMIT", 1800)
+SOFT_TIME_LIMIT = int(helix_settings.RUN_TIME_LIMIT_SECONDS)
 TIME_LIMIT = SOFT_TIME_LIMIT + 60
 REAP_TASK = "helix.reap_runs"
 
@@ -67,6 +68,7 @@ def _current_cancelling() -> bool:
 
 @shared_task(  # type: ignore[untyped-decorator]
     name=RUN_TASK,
+    queue=str(helix_settings.CELERY_QUEUE),
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=SOFT_TIME_LIMIT,
@@ -78,10 +80,10 @@ def run_agent(run_id: str) -> str:
     return run_on_worker_loop(_execute(run_id), timeout=TIME_LIMIT)
 
 
-@shared_task(name=REAP_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
+@shared_task(name=REAP_TASK, queue=str(helix_settings.CELERY_QUEUE), ignore_result=True)  # type: ignore[untyped-decorator]
 def reap_runs() -> dict[str, int]:
     """Send runs whose lease expired to a live worker; fail those out of attempts."""
-    from chat.reaper import reap_expired_runs
+    from chat.state.recovery import reap_expired_runs
 
     return reap_expired_runs().as_dict()
 
@@ -96,5 +98,5 @@ def _hand_back_runs(**_: Any) -> None:
             continue
         handed = asyncio.run_coroutine_threadsafe(keeper.hand_back(), loop).result(timeout=30)
         for run_id in handed:
-            current_app.send_task(RUN_TASK, args=[run_id])
+            current_app.send_task(RUN_TASK, args=[run_id], queue=str(helix_settings.CELERY_QUEUE))
         logger.warning("handed back %d runs on shutdown", len(handed))

@@ -1,7 +1,7 @@
 """ASGI entry point: ``daphne helix_site.asgi:application``.
 
-HTTP goes to Django, except resumed streams, which ``chat.asgi_stream`` serves without a
-thread per open stream, and every response waits for slow clients (`chat.flow_control`);
+HTTP goes to Django, except resumed streams, which ``chat.http.asgi`` serves without a
+thread per open stream, and every response waits for slow clients (`chat.http.flow_control`);
 the Channels router leaves room for more protocols. With ``DJANGO_DEBUG`` on, static files are
 served too, so the embedded default needs no web server in front.
 """
@@ -17,8 +17,8 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402  (after Django is 
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from chat.asgi_stream import StreamRouter  # noqa: E402
+from chat.http.asgi import StreamRouter  # noqa: E402
 
-# Resumed streams skip Django's per-request thread (see chat.asgi_stream); the rest is Django.
+# Resumed streams skip Django's per-request thread (see chat.http.asgi); the rest is Django.
 http_app = StreamRouter(ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app)
 application = ProtocolTypeRouter({"http": http_app})

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "streams",
     "workers",
     "chat",
+    "helix_site",  # the demo pages: templates and static files
 ]
 
 MIDDLEWARE = [
@@ -65,7 +66,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'helix.sqlite3'}"), conn_max_age=60
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'helix.sqlite3'}"), conn_max_age=60, conn_health_checks=True
     ),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -100,16 +101,31 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # request bodies: 1 MiB
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 _stream_backend = env_choice("HELIX_STREAM_BACKEND", "memory", ("memory", "redis"))
+RUN_TIME_LIMIT_SECONDS = int(env_str("HELIX_RUN_TIME_LIMIT", "1800"))
 HELIX = {
     "STREAMS": {
         "BACKEND": _stream_backend,
         "OPTIONS": {"url": REDIS_URL} if _stream_backend == "redis" else {},
     },
     "EXECUTOR": env_choice("HELIX_EXECUTOR", "inprocess", ("inprocess", "celery")),
+    "CELERY_QUEUE": env_str("HELIX_CELERY_QUEUE", "helix"),
     "ALLOW_ANONYMOUS": env_bool("HELIX_ALLOW_ANONYMOUS", False),
     "AGENT_MODULES": env_list("HELIX_AGENT_MODULES", ["workers.demo_agents"]),
-    "RATE_LIMIT": int(env_str("HELIX_RATE_LIMIT", "30")),
+    "SCRIPTED_DELAY_MS": env_str("HELIX_SCRIPTED_DELAY_MS", "20-40"),
+    "LLM": {
+        "MODEL": env_str("HELIX_LLM_MODEL", "gpt-4o-mini"),
+        "BASE_URL": env_str("OPENAI_BASE_URL", "") or None,
+        "API_KEY": env_str("OPENAI_API_KEY", "") or None,
+    },
+    # Token clients first: an unauthenticated request then answers 401 with its scheme.
+    "AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "PERMISSION_CLASSES": [],
+    "THROTTLE_RATES": {"helix_chat": env_str("HELIX_CHAT_RATE", "30/minute")},
     "SLOW_CLIENT_TIMEOUT_SECONDS": float(env_str("HELIX_SLOW_CLIENT_TIMEOUT", "30")),
+    "RUN_TIME_LIMIT_SECONDS": RUN_TIME_LIMIT_SECONDS,
     "LEASE_SECONDS": float(env_str("HELIX_LEASE_SECONDS", "4")),
     "HEARTBEAT_SECONDS": float(env_str("HELIX_HEARTBEAT_SECONDS", "1")),
 }
@@ -117,14 +133,16 @@ HELIX = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_TASK_DEFAULT_QUEUE = env_str("HELIX_CELERY_QUEUE", "helix")
+# Helix's tasks go to HELIX["CELERY_QUEUE"]; a worker consumes it with `-Q` (bin/run's docs).
+CELERY_TASK_DEFAULT_QUEUE = HELIX["CELERY_QUEUE"]
+# A message not acknowledged in this time is delivered again: longer than any run may take.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RUN_TIME_LIMIT_SECONDS + 600}
 # Runs wait on I/O: a thread per task, all runs of the process on one shared event loop
 # (workers.loop). `celery -A helix_site worker` then holds this many runs at once.
 CELERY_WORKER_POOL = env_str("HELIX_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = int(env_str("HELIX_WORKER_CONCURRENCY", "100"))
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-HELIX_RUN_SOFT_TIME_LIMIT = int(env_str("HELIX_RUN_TIME_LIMIT", "1800"))
 # The reaper hands runs whose worker died to a live one (`celery -A helix_site beat`, or
 # `manage.py reap_runs --loop` where beat does not run).
 CELERY_BEAT_SCHEDULE = {

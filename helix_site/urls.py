@@ -1,9 +1,15 @@
-"""URLs of the site: the admin and the Helix app."""
+"""URLs of the demo site: the admin, the Helix API under ``/api/``, and the demo pages."""
 
 from django.contrib import admin
 from django.urls import include, path
 
+from helix_site import demo
+
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("", include("chat.urls")),
+    path("api/", include("chat.urls")),
+    path("", demo.chat_page, name="chat"),
+    path("demo/", demo.demo_page, name="demo"),
+    path("demo/streams", demo.StartDemoView.as_view(), name="demo-start"),
+    path("demo/streams/<str:stream_id>/events", demo.DemoEventsView.as_view(), name="demo-stream-events"),
 ]

@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 
 from django.core.checks import CheckMessage, Error, register
 
-from streams.conf import EXECUTORS, helix_settings
+from streams.conf import DEFAULTS, EXECUTORS, helix_settings
 from streams.exceptions import ConfigurationError
 
 __all__ = ["check_helix_settings"]
@@ -32,6 +32,15 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
     from streams.backends import backend_class
 
     errors: list[CheckMessage] = []
+    unknown_keys = sorted(set(helix_settings.user_settings) - set(DEFAULTS))
+    if unknown_keys:
+        errors.append(
+            Error(
+                f"Unknown HELIX setting(s): {', '.join(unknown_keys)}.",
+                hint=f"Known: {', '.join(sorted(DEFAULTS))}.",
+                id="helix.E009",
+            )
+        )
     streams = helix_settings.STREAMS
     if not isinstance(streams, dict):
         return [Error("HELIX['STREAMS'] must be a dict.", id="helix.E001")]
@@ -92,6 +101,7 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         "MAX_ATTEMPTS",
         "REAP_INTERVAL_SECONDS",
         "APPROVAL_TTL_SECONDS",
+        "RUN_TIME_LIMIT_SECONDS",
     ):
         seconds = getattr(helix_settings, name)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:

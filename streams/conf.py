@@ -9,21 +9,32 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
             "OPTIONS": {},                 # keyword arguments of the backend class
         },
         "EXECUTOR": "inprocess",           # "inprocess" or "celery"
+        "CELERY_QUEUE": "helix",           # the queue Helix's tasks go to (not the site's default)
+        "AGENT_MODULES": [],               # modules imported to register agents
+        "DEFAULT_AGENT": "chat",           # agent of a POST that names none
+        "LLM": {},                         # OpenAIChatModel.from_settings: MODEL, BASE_URL, API_KEY, ...
+        "SCRIPTED_DELAY_MS": "20-40",      # per-token delay of the scripted demo model
+        "AUTHENTICATION_CLASSES": None,    # DRF classes; None: REST_FRAMEWORK's defaults
+        "PERMISSION_CLASSES": None,        # DRF classes; None: REST_FRAMEWORK's defaults
+        "THROTTLE_CLASSES": ["chat.http.throttling.ChatPostThrottle"],
+        "THROTTLE_RATES": {"helix_chat": "30/minute"},   # chat POSTs per caller
+        "THROTTLE_CACHE": None,            # cache alias; None: the stream Redis when streams are there
+        "ALLOW_ANONYMOUS": False,          # visitors without an account may chat
         "SSE_KEEPALIVE_SECONDS": 15.0,     # idle time before an SSE keep-alive comment
         "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,  # a client that reads nothing this long is dropped
-        "ALLOW_ANONYMOUS": False,          # visitors without an account may chat
-        "RATE_LIMIT": 30,                  # chat POSTs per caller and minute (0: no limit)
         "MAX_MESSAGE_CHARS": 20_000,       # longest user message
         "MAX_MESSAGES": 500,               # longest history a POST may carry
         "MAX_BODY_BYTES": 1_048_576,       # largest chat POST body
-        "DEFAULT_AGENT": "chat",           # agent of a POST that names none
         "CONTENT_REPLAY": True,            # resumed streams replay the in-flight content
+        "RUN_TIME_LIMIT_SECONDS": 1800,    # a run still going after this long fails
         "LEASE_SECONDS": 4.0,              # a run whose worker is silent this long is taken over
         "HEARTBEAT_SECONDS": 1.0,          # how often a worker renews the leases of its runs
         "MAX_ATTEMPTS": 3,                 # attempts (worker losses) before a run fails
         "REAP_INTERVAL_SECONDS": 1.0,      # how often the reaper looks for expired leases
         "APPROVAL_TTL_SECONDS": 86_400,    # a paused tool call unanswered this long is denied
     }
+
+Every key is in :data:`DEFAULTS`; a key that is not is reported by the system checks.
 """
 
 from __future__ import annotations
@@ -45,15 +56,24 @@ EXECUTORS = ("inprocess", "celery")
 DEFAULTS: dict[str, Any] = {
     "STREAMS": {"BACKEND": "memory", "OPTIONS": {}},
     "EXECUTOR": "inprocess",
+    "CELERY_QUEUE": "helix",
+    "AGENT_MODULES": [],
+    "DEFAULT_AGENT": "chat",
+    "LLM": {},
+    "SCRIPTED_DELAY_MS": "20-40",
+    "AUTHENTICATION_CLASSES": None,
+    "PERMISSION_CLASSES": None,
+    "THROTTLE_CLASSES": ["chat.http.throttling.ChatPostThrottle"],
+    "THROTTLE_RATES": {"helix_chat": "30/minute"},
+    "THROTTLE_CACHE": None,
+    "ALLOW_ANONYMOUS": False,
     "SSE_KEEPALIVE_SECONDS": 15.0,
     "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,
-    "ALLOW_ANONYMOUS": False,
-    "RATE_LIMIT": 30,
     "MAX_MESSAGE_CHARS": 20_000,
     "MAX_MESSAGES": 500,
     "MAX_BODY_BYTES": 1_048_576,
-    "DEFAULT_AGENT": "chat",
     "CONTENT_REPLAY": True,
+    "RUN_TIME_LIMIT_SECONDS": 1800,
     "LEASE_SECONDS": 4.0,
     "HEARTBEAT_SECONDS": 1.0,
     "MAX_ATTEMPTS": 3,

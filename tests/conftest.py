@@ -29,6 +29,15 @@ def redis_url() -> str:
     return REDIS_URL
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttles() -> Iterator[None]:
+    """Throttle counters key on user ids, which a flushed test database hands out again."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture
 def key_prefix() -> str:
     return f"test:{uuid.uuid4().hex[:10]}:"
@@ -87,30 +96,34 @@ def chat_client():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def test_database(django_db_setup, django_db_blocker) -> str:  # type: ignore[no-untyped-def]
-    """The path of the test database, for the server and worker processes tests start."""
+    """The URL of the test database, for the server and worker processes tests start."""
     from django.db import connection
 
     with django_db_blocker.unblock():
-        name = str(connection.settings_dict["NAME"])
-    test_name = (connection.settings_dict.get("TEST") or {}).get("NAME")
-    if test_name and name != str(test_name):
+        settings = connection.settings_dict
+        name = str(settings["NAME"])
+    test_name = (settings.get("TEST") or {}).get("NAME")
+    if (test_name and name != str(test_name)) or not (test_name or name.startswith("test_")):
         # pytest-django only creates the test database when a collected test is marked
         # django_db; without one this would be the developer's database.
         pytest.fail("tests that start servers on the test database must be marked django_db")
-    return name
+    if settings["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{name}"
+    user, password = settings.get("USER") or "", settings.get("PASSWORD") or ""
+    credentials = f"{user}:{password}@" if password else f"{user}@" if user else ""
+    return f"postgres://{credentials}{settings['HOST']}:{settings['PORT']}/{name}"
 
 
 @pytest.fixture(scope="session")
 def celery_worker(test_database: str, redis_url: str) -> Iterator[dict[str, str]]:
     """A `celery -A helix_site worker` process on its own queue."""
-    database = test_database
     queue = f"test-{uuid.uuid4().hex[:8]}"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "helix_site.settings",
         "REDIS_URL": redis_url,
         "HELIX_STREAM_BACKEND": "redis",
-        "DATABASE_URL": f"sqlite:///{database}",
+        "DATABASE_URL": test_database,
         "HELIX_CELERY_QUEUE": queue,
         "HELIX_SCRIPTED_DELAY_MS": "3",
         "HELIX_WORKER_CONCURRENCY": "20",
@@ -124,7 +137,7 @@ def celery_worker(test_database: str, redis_url: str) -> Iterator[dict[str, str]
 
     previous = celery_app.conf.broker_url
     celery_app.conf.broker_url = redis_url
-    yield {"queue": queue, "log": str(log_path), "database": f"sqlite:///{database}"}
+    yield {"queue": queue, "log": str(log_path), "database": test_database}
     celery_app.conf.broker_url = previous
     process.terminate()
     try:

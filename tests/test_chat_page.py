@@ -37,7 +37,7 @@ ENV = {
 
 
 def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_database: str) -> None:  # noqa: F811
-    env = {**ENV, "DATABASE_URL": f"sqlite:///{test_database}"}
+    env = {**ENV, "DATABASE_URL": test_database}
     with daphne(env) as port:
         page = browser.new_page()
         errors: list[str] = []
@@ -72,7 +72,7 @@ def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_data
 
 
 def test_approve_in_the_page_and_a_client_tool_in_the_browser(browser: Browser, test_database: str) -> None:  # noqa: F811
-    env = {**ENV, "DATABASE_URL": f"sqlite:///{test_database}"}
+    env = {**ENV, "DATABASE_URL": test_database}
     with daphne(env) as port:
         page = browser.new_page(timezone_id="Europe/Lisbon")
         errors: list[str] = []

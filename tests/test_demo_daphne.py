@@ -1,9 +1,14 @@
-"""The embedded demo served by a real Daphne process: start a stream, drop it, resume it."""
+"""The embedded default as ``bin/run`` serves it (SQLite, migrated, Daphne, anonymous visitors):
+the raw stream demo starts a stream, drops it and resumes it, and only its own browser reads it."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from http.cookies import SimpleCookie
@@ -11,12 +16,21 @@ from http.cookies import SimpleCookie
 import pytest
 import redis
 
-from tests.live import daphne
+from tests.live import ROOT, daphne
 
 
 class Server:
     def __init__(self, port: int) -> None:
         self.port = port
+        self.cookies: dict[str, str] = {}
+
+    def _keep(self, response: http.client.HTTPResponse) -> None:
+        for header in response.headers.get_all("Set-Cookie") or []:
+            self.cookies.update({k: v.value for k, v in SimpleCookie(header).items()})
+
+    @property
+    def cookie_header(self) -> str:
+        return "; ".join(f"{k}={v}" for k, v in self.cookies.items())
 
     def connect(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
@@ -27,16 +41,20 @@ class Server:
         page = conn.getresponse()
         assert page.status == 200
         assert b"Helix stream demo" in page.read()
-        cookie = SimpleCookie(page.headers["Set-Cookie"])
-        token = cookie["csrftoken"].value
-        conn.request("POST", "/demo/streams", headers={"X-CSRFToken": token, "Cookie": f"csrftoken={token}"})
+        self._keep(page)
+        conn.request(
+            "POST", "/demo/streams", headers={"X-CSRFToken": self.cookies["csrftoken"], "Cookie": self.cookie_header}
+        )
         response = conn.getresponse()
         assert response.status == 201
+        self._keep(response)
         return str(json.loads(response.read())["eventsUrl"])
 
-    def open_events(self, url: str, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+    def open_events(
+        self, url: str, headers: dict[str, str] | None = None, *, cookies: bool = True
+    ) -> http.client.HTTPResponse:
         conn = self.connect()
-        conn.request("GET", url, headers=headers or {})
+        conn.request("GET", url, headers={**({"Cookie": self.cookie_header} if cookies else {}), **(headers or {})})
         return conn.getresponse()
 
 
@@ -61,7 +79,20 @@ def read_events(response: http.client.HTTPResponse, limit: int | None = None) ->
 
 @pytest.fixture(params=["memory", "redis"])
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
-    env = {"HELIX_STREAM_BACKEND": request.param}
+    database = f"sqlite:///{tempfile.mkdtemp(prefix='helix-embedded-')}/helix.sqlite3"
+    # bin/run's environment: DEBUG, anonymous visitors, the embedded SQLite database, migrated.
+    env = {
+        "HELIX_STREAM_BACKEND": request.param,
+        "DATABASE_URL": database,
+        "DJANGO_DEBUG": "1",
+        "HELIX_ALLOW_ANONYMOUS": "1",
+    }
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "helix_site.settings", **env},
+        check=True,
+    )
     if request.param == "redis":
         env["REDIS_URL"] = request.getfixturevalue("redis_url")
     with daphne(env) as port:
@@ -135,6 +166,28 @@ def test_bad_resume_headers_get_a_typed_error(server: Server, headers: dict[str,
 
 
 def test_unknown_stream_is_404(server: Server) -> None:
+    server.start_stream()
     response = server.open_events("/demo/streams/nope/events")
     assert response.status == 404
     assert json.loads(response.read()) == {"error": "Stream not found: nope", "code": "STREAM_NOT_FOUND"}
+
+
+def test_another_browser_cannot_read_a_demo_stream(server: Server) -> None:
+    url = server.start_stream()
+    response = server.open_events(url, cookies=False)  # no session cookie: a different visitor
+    assert response.status == 404
+    assert json.loads(response.read())["code"] == "STREAM_NOT_FOUND"
+    stranger = Server(server.port)
+    stranger.start_stream()  # a visitor with streams of its own still cannot read this one
+    response = stranger.open_events(url)
+    assert (response.status, json.loads(response.read())["code"]) == (404, "STREAM_NOT_FOUND")
+
+
+def test_the_api_is_mounted_under_api_and_the_embedded_site_serves_its_pages(server: Server) -> None:
+    conn = server.connect()
+    conn.request("GET", "/api/schema")
+    schema = conn.getresponse()
+    assert schema.status == 200 and json.loads(schema.read())["servers"] == [{"url": "/api"}]
+    conn.request("GET", "/")
+    page = conn.getresponse()
+    assert page.status == 200 and b"helix_site/demo-chat.js" in page.read()

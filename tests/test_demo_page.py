@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
+from helix_site.stream_demo import DEMO_TEXT
 from tests.live import daphne
-from workers.demo import DEMO_TEXT
 
 CHROMIUM_ARGS = [
     "--no-sandbox",

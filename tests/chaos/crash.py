@@ -138,7 +138,7 @@ def main() -> None:
 
 
 async def _rounds(pool: WorkerPool, rng: random.Random, kills: int) -> list[Round]:
-    from chat.store import DjangoStateStore
+    from chat.state.store import DjangoStateStore
     from streams.backends import RedisStreamManager
     from workers.executors import CeleryExecutor
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from chat.store import DjangoStateStore
+from chat.state.store import DjangoStateStore
 from streams.backends import RedisStreamManager
 from tests.chaos.crash import inspect, reference_conversation, run_once
 from tests.chaos.harness import WorkerPool
@@ -22,7 +22,7 @@ def pool(test_database: str, redis_url: str) -> Iterator[WorkerPool]:
 
     previous = celery_app.conf.broker_url
     celery_app.conf.broker_url = redis_url
-    workers = WorkerPool(f"sqlite:///{test_database}", redis_url)
+    workers = WorkerPool(test_database, redis_url)
     workers.start()
     yield workers
     workers.stop()

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from chat.store import DjangoStateStore
+from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.messages import StoredMessage, ToolCall
 from workers.runtime.persistence import RunOutcome
@@ -52,7 +52,7 @@ def session_id() -> str:
 
 
 def test_admin_is_staff_only(client: Client, session_id: str) -> None:
-    url = reverse("admin:chat_session_changelist")
+    url = reverse("admin:helix_chat_chatsession_changelist")
     assert client.get(url).status_code == 302
     User.objects.create_user("alice", password="pw-not-staff")
     client.login(username="alice", password="pw-not-staff")
@@ -60,14 +60,14 @@ def test_admin_is_staff_only(client: Client, session_id: str) -> None:
 
 
 def test_session_pages_render_messages_and_the_timeline(admin_client: Client, session_id: str) -> None:
-    listing = admin_client.get(reverse("admin:chat_session_changelist"), {"status": "idle", "agent": "tools"})
+    listing = admin_client.get(reverse("admin:helix_chat_chatsession_changelist"), {"status": "idle", "agent": "tools"})
     assert listing.status_code == 200 and session_id[:8] in listing.content.decode()
-    page = admin_client.get(reverse("admin:chat_session_change", args=[session_id])).content.decode()
+    page = admin_client.get(reverse("admin:helix_chat_chatsession_change", args=[session_id])).content.decode()
     assert "calculator" in page and "Computing &lt;sum&gt;" in page  # rendered, and escaped
     assert "Stream timeline" in page and "tool_start" in page and "status <b>ended</b>, 2 chunks" in page
     for name in ("run", "message", "checkpoint"):
-        assert admin_client.get(reverse(f"admin:chat_{name}_changelist")).status_code == 200
-    search = admin_client.get(reverse("admin:chat_message_changelist"), {"q": "Add 2"})
+        assert admin_client.get(reverse(f"admin:helix_chat_{name}_changelist")).status_code == 200
+    search = admin_client.get(reverse("admin:helix_chat_message_changelist"), {"q": "Add 2"})
     assert "Add 2 and 2" in search.content.decode()
 
 
@@ -94,8 +94,8 @@ def test_the_timeline_strikes_out_a_discarded_step(admin_client: Client) -> None
         await writer.write({"type": "text_delta", "delta": "kept words"})
 
     async_to_sync(build)()
-    page = admin_client.get(reverse("admin:chat_session_change", args=[session_id])).content.decode()
+    page = admin_client.get(reverse("admin:helix_chat_chatsession_change", args=[session_id])).content.decode()
     struck = [row for row in page.split("<tr") if "line-through" in row]
     assert len(struck) == 1 and "voided words" in struck[0]
     assert "kept words" in page
-    assert admin_client.get(reverse("admin:chat_pendingcall_changelist")).status_code == 200
+    assert admin_client.get(reverse("admin:helix_chat_pendingcall_changelist")).status_code == 200

@@ -11,8 +11,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
-from chat.asgi_stream import StreamRouter
-from chat.models import Run, Session
+from chat.http.asgi import StreamRouter
+from chat.models import ChatSession, Run
 from streams.backends import get_stream_manager
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,7 +35,7 @@ def scope(path: str, method: str = "GET", headers: dict[str, str] | None = None)
 async def owned_session() -> tuple[str, str]:
     user = await sync_to_async(User.objects.create_user)(f"u-{uuid.uuid4().hex[:6]}", password="pw-asgi")
     token = await sync_to_async(Token.objects.create)(user=user)
-    session = await sync_to_async(Session.objects.create)(agent="chat", owner=user)
+    session = await sync_to_async(ChatSession.objects.create)(agent="chat", owner=user)
     await sync_to_async(Run.objects.create)(session=session, agent="chat", status="running", message_id="m-1")
     writer = await get_stream_manager().create_writer(str(session.pk), "run-1")
     await writer.write({"type": "text_delta", "delta": "Hello"})

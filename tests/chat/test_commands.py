@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from chat.models import Run, Session
+from chat.models import ChatSession, Run
 from streams.backends import get_stream_manager
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,16 +31,16 @@ def test_create_demo_user() -> None:
 
 def test_cleanup_removes_old_idle_sessions_and_their_streams() -> None:
     manager = get_stream_manager()
-    old, recent, busy = (Session.objects.create(agent="chat") for _ in range(3))
+    old, recent, busy = (ChatSession.objects.create(agent="chat") for _ in range(3))
     for session in (old, recent, busy):
         async_to_sync(manager.create_writer)(str(session.pk), "run")
     Run.objects.create(session=busy, agent="chat", status="running")
-    Session.objects.filter(pk__in=[old.pk, busy.pk]).update(updated_at=timezone.now() - timedelta(days=40))
+    ChatSession.objects.filter(pk__in=[old.pk, busy.pk]).update(updated_at=timezone.now() - timedelta(days=40))
     out = StringIO()
     call_command("cleanup_helix", "--days", "30", "--dry-run", stdout=out)
-    assert "Would delete 1 sessions" in out.getvalue() and Session.objects.count() == 3
+    assert "Would delete 1 sessions" in out.getvalue() and ChatSession.objects.count() == 3
     call_command("cleanup_helix", "--days", "30", stdout=StringIO())
-    assert set(Session.objects.values_list("pk", flat=True)) == {recent.pk, busy.pk}
+    assert set(ChatSession.objects.values_list("pk", flat=True)) == {recent.pk, busy.pk}
     assert async_to_sync(manager.get_stream_info)(str(old.pk)) is None
     assert async_to_sync(manager.get_stream_info)(str(recent.pk)) is not None
     assert uuid.UUID(str(recent.pk))

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
-from chat.models import Run, Session
+from chat.models import ChatSession, Run
 from streams.backends import RedisStreamManager
 from streams.protocol import TextDelta
 from tests.live import daphne
@@ -30,7 +30,7 @@ def slow_server(test_database: str, redis_url: str) -> Iterator[int]:
     env = {
         "HELIX_STREAM_BACKEND": "redis",
         "REDIS_URL": redis_url,
-        "DATABASE_URL": f"sqlite:///{test_database}",
+        "DATABASE_URL": test_database,
         "HELIX_SLOW_CLIENT_TIMEOUT": str(STALL_TIMEOUT),
     }
     with daphne(env) as port:
@@ -41,7 +41,7 @@ def big_stream(redis_url: str, chunks: int) -> tuple[str, str]:
     """A session of a new user whose run streamed ``chunks`` text deltas of 2 KB each."""
     user = User.objects.create_user(f"slow-{uuid.uuid4().hex[:6]}", password="pw-slow")
     token = Token.objects.create(user=user).key
-    session = Session.objects.create(agent="chat", owner=user)
+    session = ChatSession.objects.create(agent="chat", owner=user)
     Run.objects.create(session=session, agent="chat", status="running", message_id="m-1")
 
     async def write() -> None:

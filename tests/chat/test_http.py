@@ -13,14 +13,14 @@ from django.contrib.auth.models import User
 from django.test import AsyncClient, override_settings
 from rest_framework.authtoken.models import Token
 
-from chat.models import Run, Session
+from chat.models import ChatSession, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def fast_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "0")
+def fast_model(settings: Any) -> None:
+    settings.HELIX = {**settings.HELIX, "SCRIPTED_DELAY_MS": "0"}
 
 
 def ui_body(text: str, chat_id: str, **extra: Any) -> dict[str, Any]:
@@ -85,7 +85,7 @@ async def test_seeds_body_and_multi_turn() -> None:
     await read_events(await post(alice, session_id, {"message": "Hello"}))
     events = await read_events(await post(alice, session_id, {"message": "Again", "state": {"mood": "good"}}))
     assert any(e["type"] == "text-delta" for e in events)
-    session = await Session.objects.aget(pk=session_id)
+    session = await ChatSession.objects.aget(pk=session_id)
     assert session.state == {"mood": "good"} and await Run.objects.filter(session=session).acount() == 2
 
 
@@ -105,7 +105,7 @@ async def test_another_users_session_is_404_everywhere() -> None:
     assert [r.status_code for r in checks] == [404] * 7
     assert all(r.json()["code"] == "SESSION_NOT_FOUND" for r in checks)
     assert (await bob.get("/api/sessions")).json()["results"] == []
-    assert await Session.objects.filter(pk=session_id).aexists()
+    assert await ChatSession.objects.filter(pk=session_id).aexists()
 
 
 async def test_authentication_csrf_and_tokens() -> None:
@@ -145,7 +145,7 @@ async def test_bad_input_gets_typed_errors_and_changes_nothing(body: bytes, stat
     session_id = str(uuid.uuid4())
     response = await alice.post(f"/api/chat/{session_id}", body, content_type="application/json")
     assert (response.status_code, response.json()["code"]) == (status, code)
-    assert not await Session.objects.filter(pk=session_id).aexists()
+    assert not await ChatSession.objects.filter(pk=session_id).aexists()
 
 
 async def test_bad_resume_headers_and_malformed_ids() -> None:
@@ -159,9 +159,9 @@ async def test_bad_resume_headers_and_malformed_ids() -> None:
     assert (await alice.get(f"/api/chat/{uuid.uuid4()}")).status_code == 204
 
 
-async def test_rate_limit() -> None:
+async def test_rate_limit(settings: Any) -> None:
     alice = await login("alice")
-    with override_settings(HELIX={"RATE_LIMIT": 2}):
+    with override_settings(HELIX={**settings.HELIX, "THROTTLE_RATES": {"helix_chat": "2/minute"}}):
         for _ in range(2):
             await read_events(await post(alice, str(uuid.uuid4()), {"message": "hi"}))
         response = await post(alice, str(uuid.uuid4()), {"message": "hi"})
@@ -169,8 +169,8 @@ async def test_rate_limit() -> None:
     assert 0 < int(response["Retry-After"]) <= 60
 
 
-async def test_conflict_stop_resume_and_delete(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "10")
+async def test_conflict_stop_resume_and_delete(settings: Any) -> None:
+    settings.HELIX = {**settings.HELIX, "SCRIPTED_DELAY_MS": "10"}
     alice = await login("alice")
     session_id = str(uuid.uuid4())
     first = await post(alice, session_id, {"message": "A long question", "agent": "research"})
@@ -210,9 +210,9 @@ async def test_a_failed_run_answers_410_on_resume() -> None:
     assert (response.status_code, response.json()["code"]) == (410, "STREAM_FAILED")
 
 
-async def test_anonymous_mode() -> None:
+async def test_anonymous_mode(settings: Any) -> None:
     session_id = str(uuid.uuid4())
-    with override_settings(HELIX={"ALLOW_ANONYMOUS": True}):
+    with override_settings(HELIX={**settings.HELIX, "ALLOW_ANONYMOUS": True}):
         visitor, stranger = AsyncClient(), AsyncClient()
         await read_events(await post(visitor, session_id, {"message": "hi"}))
         assert (await visitor.get(f"/api/chat/{session_id}/snapshot")).status_code == 200

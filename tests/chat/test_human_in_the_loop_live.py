@@ -158,11 +158,11 @@ def test_staff_approve_in_the_admin_and_the_run_goes_on(
         "EXECUTOR": "celery",
         "AGENT_MODULES": ["workers.demo_agents", "tests.agents"],
     }
-    with override_settings(HELIX=helix, CELERY_TASK_DEFAULT_QUEUE=celery_worker["queue"]):
-        changelist = browser.get("/admin/chat/pendingcall/")
+    with override_settings(HELIX={**helix, "CELERY_QUEUE": celery_worker["queue"]}):
+        changelist = browser.get("/admin/helix_chat/pendingcall/")
         assert changelist.status_code == 200 and b"send_email" in changelist.content
         response = browser.post(
-            "/admin/chat/pendingcall/", {"action": "approve", "_selected_action": [str(call.pk)]}, follow=True
+            "/admin/helix_chat/pendingcall/", {"action": "approve", "_selected_action": [str(call.pk)]}, follow=True
         )
     assert b"the run goes on" in response.content
     call.refresh_from_db()
@@ -172,7 +172,7 @@ def test_staff_approve_in_the_admin_and_the_run_goes_on(
         assert time.monotonic() < deadline, "the run did not go on after the approval"
         time.sleep(0.1)
     anonymous = Client()
-    assert anonymous.get("/admin/chat/pendingcall/").status_code == 302  # staff only
+    assert anonymous.get("/admin/helix_chat/pendingcall/").status_code == 302  # staff only
 
 
 @pytest.mark.parametrize("after_refresh", [False, True])
@@ -209,13 +209,13 @@ def test_an_approval_nobody_answers_expires_and_the_run_goes_on_without_it(
     from django.test import override_settings
     from django.utils import timezone
 
-    from chat.reaper import reap_expired_runs
-    from chat.store import DjangoStateStore
+    from chat.state.recovery import reap_expired_runs
+    from chat.state.store import DjangoStateStore
 
     session_id, _ = chat(live_client, helix_server, token, [{"kind": "send", "text": "Email the printers"}])
     PendingCall.objects.filter(run__session_id=session_id).update(expires_at=timezone.now() - timedelta(seconds=1))
     helix = {"STREAMS": {"BACKEND": "redis", "OPTIONS": {"url": redis_url}}, "EXECUTOR": "celery"}
-    with override_settings(HELIX=helix, CELERY_TASK_DEFAULT_QUEUE=celery_worker["queue"]):
+    with override_settings(HELIX={**helix, "CELERY_QUEUE": celery_worker["queue"]}):
         assert reap_expired_runs().expired == 1
     deadline = time.monotonic() + 30
     while Run.objects.get(session_id=session_id).status != "completed":
@@ -235,9 +235,8 @@ def test_answers_whose_resume_was_lost_are_picked_up_by_the_reaper(
     from django.test import override_settings
     from django.utils import timezone
 
-    from chat.approvals import decide_calls
-    from chat.chat_request import ToolAnswer
-    from chat.reaper import reap_expired_runs
+    from chat.state.approvals import ToolAnswer, decide_calls
+    from chat.state.recovery import reap_expired_runs
 
     session_id, _ = chat(live_client, helix_server, token, [{"kind": "send", "text": "Email the caterers"}])
     call = PendingCall.objects.get(run__session_id=session_id)
@@ -245,7 +244,7 @@ def test_answers_whose_resume_was_lost_are_picked_up_by_the_reaper(
     decide_calls(str(call.run_id), [answer], None, require_all=True)  # recorded, but nobody resumed the run
     PendingCall.objects.filter(pk=call.pk).update(decided_at=timezone.now() - timedelta(minutes=1))
     helix = {"STREAMS": {"BACKEND": "redis", "OPTIONS": {"url": redis_url}}, "EXECUTOR": "celery"}
-    with override_settings(HELIX=helix, CELERY_TASK_DEFAULT_QUEUE=celery_worker["queue"]):
+    with override_settings(HELIX={**helix, "CELERY_QUEUE": celery_worker["queue"]}):
         reap_expired_runs()
     deadline = time.monotonic() + 30
     while Run.objects.get(session_id=session_id).status != "completed":

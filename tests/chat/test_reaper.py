@@ -10,9 +10,9 @@ from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.utils import timezone
 
-from chat.models import Run, Session
-from chat.reaper import reap_expired_runs
-from chat.store import DjangoStateStore
+from chat.models import ChatSession, Run
+from chat.state.recovery import reap_expired_runs
+from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.messages import StoredMessage
 from streams.protocol import ErrorChunk, RunInterrupted
@@ -46,7 +46,7 @@ def test_a_run_out_of_attempts_fails_with_its_stream() -> None:
     assert reap_expired_runs().failed == 1
     run = Run.objects.get(pk=run_id)
     assert (run.status, run.error_code, run.lease_expires_at) == ("failed", "worker_lost", None)
-    assert Session.objects.get(pk=session_id).status == "failed"
+    assert ChatSession.objects.get(pk=session_id).status == "failed"
     info = async_to_sync(get_stream_manager().get_stream_info)(session_id)
     assert info is not None and info.status == "failed" and "lost 3 times" in (info.error or "")
     chunks = [c for c, _ in async_to_sync(get_stream_manager().get_all_chunks)(session_id)]

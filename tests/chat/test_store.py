@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
-from chat.models import Checkpoint, Message, Run, Session
-from chat.store import DjangoStateStore
+from chat.models import ChatSession, Checkpoint, Message, Run
+from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage, ToolCall
 from workers.runtime.persistence import RunConflictError, RunOutcome, RunSupersededError, UnknownSessionError
@@ -126,7 +126,7 @@ async def test_a_run_from_start_to_finish() -> None:
     row = await Run.objects.aget(pk=run_id)
     assert (row.status, row.step_count, row.output, row.worker) == ("completed", 2, {"answer": 42}, "w1")
     assert row.started_at and row.finished_at and row.usage == {"total_tokens": 9}
-    session = await Session.objects.aget(pk=session_id)
+    session = await ChatSession.objects.aget(pk=session_id)
     assert (session.status, session.agent, session.title) == ("idle", "tools", "What is 6 times 7?")
     assert await Checkpoint.objects.filter(run_id=run_id).acount() == 2
     assert str((await Checkpoint.objects.filter(run_id=run_id, step=1).aget()).id) == checkpoint_id
@@ -141,7 +141,7 @@ async def test_one_run_in_flight_per_session() -> None:
     assert info.value.status_code == 409
     assert await Message.objects.filter(session_id=session_id).acount() == 1  # the refused start changed nothing
     await store.finish_run(run_id, RunOutcome("failed", error_code="provider_overloaded", error_message="busy"))
-    assert (await Session.objects.aget(pk=session_id)).status == "failed"
+    assert (await ChatSession.objects.aget(pk=session_id)).status == "failed"
     await store.start_run(session_id, "chat", user_message=USER, start_sequence=3, message_id="m2")
 
 

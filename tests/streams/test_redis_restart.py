@@ -112,13 +112,13 @@ async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_rides_out_a_redis_crash_and_the_client_sees_what_was_stored(
-    restartable_redis: RestartableRedis, chat_client: Any, monkeypatch: pytest.MonkeyPatch
+    restartable_redis: RestartableRedis, chat_client: Any, settings: Any
 ) -> None:
-    from chat.store import DjangoStateStore
+    from chat.state.store import DjangoStateStore
     from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
     from workers.executors import InProcessExecutor
 
-    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "8")
+    settings.HELIX = {**settings.HELIX, "SCRIPTED_DELAY_MS": "8"}
     streams = RedisStreamManager(restartable_redis.url, retry_timeout=15, socket_timeout=2)
     try:
         store = DjangoStateStore()

@@ -7,7 +7,7 @@ from typing import Any
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.transformer import StreamTransformer
-from chat.store import DjangoStateStore
+from chat.state.store import DjangoStateStore
 from streams.backends.base import StreamManager
 from tests.bridge.client import ChatClient, sse_response
 from tests.bridge.scenario import collect, last_reply, strict_view

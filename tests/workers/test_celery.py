@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chat.models import Checkpoint, Run
-from chat.store import DjangoStateStore
+from chat.state.store import DjangoStateStore
 from helix_site.celery import app as celery_app
 from streams.backends import RedisStreamManager
 from streams.protocol import RunInterrupted

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from chat.approvals import DecisionExpiredError, DecisionRejectedError, decide_calls
-from chat.chat_request import ToolAnswer
-from chat.models import Message, PendingCall, Run, Session
-from chat.store import DjangoStateStore
+from chat.models import ChatSession, Message, PendingCall, Run
+from chat.state.approvals import DecisionExpiredError, DecisionRejectedError, ToolAnswer, decide_calls
+from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
 from streams.protocol import RunPaused, RunResumed, ToolApprovalRequest, ToolEnd, ToolOutputDenied
 from workers.executors import InProcessExecutor
@@ -21,8 +20,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def fast_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "0")
+def fast_model(settings: Any) -> None:
+    settings.HELIX = {**settings.HELIX, "SCRIPTED_DELAY_MS": "0"}
 
 
 async def paused(executor: InProcessExecutor, question: str) -> tuple[Any, PendingCall]:
@@ -70,7 +69,7 @@ async def test_an_approved_call_runs_after_the_pause_in_the_same_run() -> None:
         ("tool", '{"sent":true,"to":"team@example.com"}'),
         ("assistant", "Sent to team@example.com."),
     ]
-    session = await Session.objects.aget(pk=handle.session_id)
+    session = await ChatSession.objects.aget(pk=handle.session_id)
     assert session.state == {"sent": ["Email the team the report"]}
     chunks = [c for c, _ in await streams.get_all_chunks(handle.session_id)]
     assert any(isinstance(c, RunResumed) for c in chunks)
@@ -88,7 +87,7 @@ async def test_a_denied_call_never_runs() -> None:
         ("tool", "The user denied this tool call: not today"),
         ("assistant", "Understood: I did not send it."),
     ]
-    assert (await Session.objects.aget(pk=handle.session_id)).state == {}
+    assert (await ChatSession.objects.aget(pk=handle.session_id)).state == {}
     chunks = [c for c, _ in await executor.streams.get_all_chunks(handle.session_id)]
     assert [c.reason for c in chunks if isinstance(c, ToolOutputDenied)] == ["not today"]
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from chat.models import Run
-from chat.store import DjangoStateStore
+from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage, ToolCall
 from streams.protocol import ErrorChunk, TextDelta, Thinking, ToolArgStreamDelta, ToolEnd

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from chat.models import Checkpoint, Message, Run, Session
-from chat.store import DjangoStateStore
+from chat.models import ChatSession, Checkpoint, Message, Run
+from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager, RedisStreamManager, StreamManager
 from streams.protocol import (
     ErrorChunk,
@@ -36,8 +36,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def fast_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "0")
+def fast_model(settings: Any) -> None:
+    settings.HELIX = {**settings.HELIX, "SCRIPTED_DELAY_MS": "0"}
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -81,7 +81,7 @@ async def test_demo_agents_run_and_the_live_view_equals_the_stored_one(
     assert_live_equals_stored(chat_client, body, stored, question)
     if agent == "tools":
         assert "The result is 42.0" in outcome.output
-        assert (await Session.objects.aget(pk=handle.session_id)).state == {"calculations": 1}
+        assert (await ChatSession.objects.aget(pk=handle.session_id)).state == {"calculations": 1}
         assert any(isinstance(c, StatePatch) for c in chunks)
     if agent == "research":
         subagent_chunks = [c for c in chunks if c.agent_id != handle.run_id]
@@ -151,7 +151,7 @@ async def test_tool_failures_are_recorded_and_the_run_goes_on(streams: StreamMan
     assert len(input_errors) == 2 and input_errors[1].input == '{"a": 1,'
     tool_messages = [m async for m in Message.objects.filter(session_id=handle.session_id, role="tool")]
     assert len(tool_messages) == 4 and all(m.metadata.get("error") for m in tool_messages)
-    assert (await Session.objects.aget(pk=handle.session_id)).state == {}
+    assert (await ChatSession.objects.aget(pk=handle.session_id)).state == {}
     body = await live_body(streams, handle.session_id, handle.start_sequence, handle.message_id)
     assert_live_equals_stored(
         chat_client, body, await stored_reply(DjangoStateStore(), streams, handle.session_id), "go"
@@ -185,7 +185,7 @@ async def test_run_level_errors_fail_the_run_with_a_typed_error(
     assert (outcome.status, outcome.error_code) == ("failed", code)
     row = await Run.objects.aget(pk=handle.run_id)
     assert (row.status, row.error_code) == ("failed", code) and row.error_message
-    assert (await Session.objects.aget(pk=handle.session_id)).status == "failed"
+    assert (await ChatSession.objects.aget(pk=handle.session_id)).status == "failed"
     info = await streams.get_stream_info(handle.session_id)
     assert info is not None and info.status == "failed"
     errors = [c for c, _ in await streams.get_all_chunks(handle.session_id) if isinstance(c, ErrorChunk)]
@@ -220,8 +220,8 @@ async def test_unknown_agent_is_a_typed_error(streams: StreamManager) -> None:
         await InProcessExecutor(DjangoStateStore(), streams).execute("no-such-agent", "hi")
 
 
-async def test_one_run_at_a_time_and_stop(streams: StreamManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HELIX_SCRIPTED_DELAY_MS", "20")
+async def test_one_run_at_a_time_and_stop(streams: StreamManager, settings: Any) -> None:
+    settings.HELIX = {**settings.HELIX, "SCRIPTED_DELAY_MS": "20"}
     executor = InProcessExecutor(DjangoStateStore(), streams)
     handle = await executor.execute("research", "A long question")
     with pytest.raises(RunConflictError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -113,14 +112,15 @@ class OpenAIChatModel(LLM):
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> OpenAIChatModel:
-        """The model configured in ``HELIX["LLM"]`` (and the environment), with ``overrides``."""
-        from django.conf import settings
+        """The model configured in ``HELIX["LLM"]`` (``MODEL``, ``BASE_URL``, ``API_KEY``,
+        ``MAX_RETRIES``, ``TIMEOUT``), with ``overrides``. The site's settings map its secrets in;
+        the OpenAI SDK reads ``OPENAI_API_KEY`` itself when ``API_KEY`` is unset."""
+        from streams.conf import helix_settings
 
-        config = {**getattr(settings, "HELIX", {}).get("LLM", {})}
-        key_env = config.get("API_KEY_ENV", "OPENAI_API_KEY")
+        config = dict(helix_settings.LLM or {})
         options: dict[str, Any] = {
-            "base_url": config.get("BASE_URL") or os.environ.get("OPENAI_BASE_URL"),
-            "api_key": os.environ.get(key_env),
+            "base_url": config.get("BASE_URL"),
+            "api_key": config.get("API_KEY"),
             "max_retries": int(config.get("MAX_RETRIES", 3)),
             "timeout": float(config.get("TIMEOUT", 60)),
         }

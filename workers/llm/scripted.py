@@ -1,7 +1,7 @@
 """A deterministic scripted model: what the demo agents and most tests run on.
 
 A script is a function from the conversation to the next turn (:class:`ScriptedTurn`). The model
-streams that turn word by word, with a delay per token (``HELIX_SCRIPTED_DELAY_MS``, default a
+streams that turn word by word, with a delay per token (``HELIX["SCRIPTED_DELAY_MS"]``, default a
 random-looking but deterministic 20-40 ms), so runs look and time like a real model's. The same
 conversation always gives the same answer, tool call ids included.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -65,13 +64,15 @@ def conversation_key(messages: list[StoredMessage]) -> str:
 
 
 def token_delay() -> tuple[float, float]:
-    """The (min, max) per-token delay in seconds from ``HELIX_SCRIPTED_DELAY_MS`` ("30" or "20-40")."""
-    raw = os.environ.get("HELIX_SCRIPTED_DELAY_MS", "20-40").strip()
+    """The (min, max) per-token delay in seconds from ``HELIX["SCRIPTED_DELAY_MS"]`` ("30" or "20-40")."""
+    from streams.conf import helix_settings
+
+    raw = str(helix_settings.SCRIPTED_DELAY_MS).strip()
     low, _, high = raw.partition("-")
     try:
         lo, hi = float(low), float(high or low)
     except ValueError:
-        raise LLMError(f"HELIX_SCRIPTED_DELAY_MS must be a number or a range like 20-40, not {raw!r}") from None
+        raise LLMError(f"HELIX['SCRIPTED_DELAY_MS'] must be a number or a range like 20-40, not {raw!r}") from None
     return max(0.0, lo) / 1000, max(0.0, hi, lo) / 1000
 
 

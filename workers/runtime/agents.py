@@ -146,10 +146,8 @@ _registry: dict[str, Agent] = {}
 _lock = threading.Lock()
 _loaded = False
 
+
 #: Modules imported before the first lookup; they register agents when imported.
-AGENT_MODULES: list[str] = ["workers.demo_agents"]
-
-
 def register_agent(agent: Agent) -> None:
     with _lock:
         _registry[agent.name] = agent
@@ -159,13 +157,9 @@ def _load_modules() -> None:
     global _loaded
     if _loaded:
         return
-    try:
-        from django.conf import settings
+    from streams.conf import helix_settings
 
-        modules = list(getattr(settings, "HELIX", {}).get("AGENT_MODULES", AGENT_MODULES))
-    except Exception:  # used without Django settings
-        modules = AGENT_MODULES
-    for module in modules:
+    for module in helix_settings.AGENT_MODULES:
         importlib.import_module(module)
     _loaded = True
 

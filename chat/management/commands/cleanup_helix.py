@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from chat.models import Run, Session
+from chat.models import ChatSession, Run
 from streams.backends import InMemoryStreamManager, get_stream_manager
 
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         cutoff = timezone.now() - timedelta(days=options["days"])
-        old = Session.objects.filter(updated_at__lt=cutoff).exclude(runs__status__in=Run.ACTIVE)
+        old = ChatSession.objects.filter(updated_at__lt=cutoff).exclude(runs__status__in=Run.ACTIVE)
         ids = [str(pk) for pk in old.values_list("pk", flat=True)]
         if options["dry_run"]:
             self.stdout.write(f"Would delete {len(ids)} sessions idle since {cutoff:%Y-%m-%d}")
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         manager = get_stream_manager()
         for session_id in ids:
             async_to_sync(manager.delete_stream)(session_id)
-        deleted = Session.objects.filter(pk__in=ids).delete()[1].get("chat.Session", 0)
+        deleted = ChatSession.objects.filter(pk__in=ids).delete()[1].get("helix_chat.ChatSession", 0)
         swept = manager.cleanup() if isinstance(manager, InMemoryStreamManager) else 0
         self.stdout.write(
             f"Deleted {deleted} sessions idle since {cutoff:%Y-%m-%d} and their streams; swept {swept} expired streams"

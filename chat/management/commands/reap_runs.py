@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from chat.reaper import reap_expired_runs
+from chat.state.recovery import reap_expired_runs
 from streams.conf import helix_settings
 
 

@@ -9,17 +9,31 @@ nothing. Once no call of the run is pending, the run can be resumed (:func:`run_
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
-from chat.chat_request import ToolAnswer
 from chat.models import PendingCall
-from chat.store import db
+from chat.state.db import db
 from streams.exceptions import HelixError
 
-__all__ = ["DecisionExpiredError", "DecisionRejectedError", "decide", "decide_calls", "run_is_answered"]
+__all__ = ["DecisionExpiredError", "DecisionRejectedError", "ToolAnswer", "decide", "decide_calls", "run_is_answered"]
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What the client says about one tool call of the message it continues: an approval decision
+    (``approval_id``, ``approved``, ``reason``) or a client tool's ``output`` / ``error``."""
+
+    tool_call_id: str
+    approval_id: str | None = None
+    approved: bool | None = None
+    reason: str = ""
+    output: Any = None
+    error: str = ""
 
 
 class DecisionRejectedError(HelixError):
@@ -89,7 +103,7 @@ def run_is_answered(run_id: str) -> bool:
 
 async def resume_answered_run(session_id: str, run_id: str, agent: str) -> None:
     """Reopen the paused stream and send the run to a worker: its calls all have answers."""
-    from chat.runtime import get_executor
+    from chat.services import get_executor
     from streams.backends import get_stream_manager
 
     await get_stream_manager().resume_stream(session_id)

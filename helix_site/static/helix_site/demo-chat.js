@@ -4,7 +4,7 @@ import { AbstractChat, DefaultChatTransport } from "./vendor/ai.js";
 import {
   createClientToolHandler, createResyncHandler, loadHelixSnapshot, prepareHelixChatRequest,
   prepareHelixReconnectRequest, shouldResume,
-} from "./helix-chat.js";
+} from "../helix/helix-chat.js";
 
 const $ = (id) => document.getElementById(id);
 const csrf = document.querySelector("script[data-csrf]").dataset.csrf;

@@ -2,7 +2,7 @@
 
 ``create_frontend_handler(...)`` returns a :class:`FrontendHandler` whose methods take plain
 values (a session id, a parsed body, a header mapping) and return a :class:`HandlerResponse`:
-a status, headers and a body that is a string or an async iterator of bytes. ``chat.views``
+a status, headers and a body that is a string or an async iterator of bytes. ``chat.http.views``
 adapts it to Django. Ownership is the caller's business: the views check it before calling.
 """
 
@@ -21,7 +21,8 @@ from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
-from chat.chat_request import ChatInput, Limits, ToolAnswer, parse_chat_body
+from chat.http.parsing import ChatInput, Limits, parse_chat_body
+from chat.state.approvals import ToolAnswer
 from streams.backends.base import StreamManager
 from streams.exceptions import ConfigurationError, HelixError, StreamFailedError
 from streams.messages import StoredMessage
@@ -90,7 +91,7 @@ class FrontendHandler:
         self.agent = agent
         self.transformer_options = transformer_options or {}
         self.content_replay = content_replay
-        self.logger = logger or logging.getLogger("chat.handler")
+        self.logger = logger or logging.getLogger("chat.http.handler")
         self.limits = limits or Limits()
         self.keep_alive = keep_alive
         self.decide = decide  # records the answers to a paused run's tool calls

@@ -3,22 +3,17 @@ on the chat models. Database work runs in worker threads (:func:`db`), inside tr
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
-import os
 import uuid
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore
-from chat.models import Checkpoint, Message, PendingCall, Run, Session
+from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
+from chat.state.db import db
 from streams.conf import helix_settings
 from streams.messages import StoredMessage
 from workers.runtime.persistence import (
@@ -33,31 +28,7 @@ from workers.runtime.persistence import (
     UnknownSessionError,
 )
 
-__all__ = ["DjangoStateStore", "db"]
-
-
-_DB_THREADS = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="helix-db")
-
-
-def db(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """Run database work in a worker thread, not the request's thread-sensitive one.
-
-    Django gives each ASGI request a thread for thread-sensitive calls and keeps it until the
-    request ends; for a stream that is open for minutes, that would be a thread per stream. Each
-    call here is one self-contained unit (a transaction at most), so any thread of a small pool
-    will do: each has its own connection. This is ``sync_to_async(thread_sensitive=False)``
-    without its per-call bookkeeping, which a reconnect storm of thousands of resumes feels.
-    """
-
-    async def call(*args: Any, **kwargs: Any) -> T:
-        context = contextvars.copy_context()
-        work = functools.partial(context.run, function, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(_DB_THREADS, work)
-
-    return call
-
-
-T = TypeVar("T")
+__all__ = ["DjangoStateStore"]
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -79,10 +50,10 @@ def _run_info(run: Run) -> RunInfo:
 
 
 _SESSION_STATUS = {
-    "completed": Session.Status.IDLE,
-    "interrupted": Session.Status.IDLE,
-    "failed": Session.Status.FAILED,
-    "paused": Session.Status.PAUSED,
+    "completed": ChatSession.Status.IDLE,
+    "interrupted": ChatSession.Status.IDLE,
+    "failed": ChatSession.Status.FAILED,
+    "paused": ChatSession.Status.PAUSED,
 }
 
 
@@ -93,7 +64,7 @@ class DjangoStateStore(StateStore, RunRecorder):
 
     async def session_exists(self, session_id: str) -> bool:
         key = _uuid(session_id)
-        return key is not None and await db(Session.objects.filter(pk=key).exists)()
+        return key is not None and await db(ChatSession.objects.filter(pk=key).exists)()
 
     async def get_messages(self, session_id: str, offset: int = 0, limit: int | None = None) -> MessagePage:
         key = _uuid(session_id)
@@ -112,7 +83,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         key = _uuid(session_id)
         if key is None:
             return {}
-        session = await db(Session.objects.filter(pk=key).only("state").first)()
+        session = await db(ChatSession.objects.filter(pk=key).only("state").first)()
         return dict(session.state) if session else {}
 
     async def get_current_run(self, session_id: str) -> RunInfo | None:
@@ -177,7 +148,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         message_id: str,
         owner_id: int | None,
     ) -> str:
-        session, _ = Session.objects.select_for_update().get_or_create(
+        session, _ = ChatSession.objects.select_for_update().get_or_create(
             pk=key, defaults={"agent": agent, "owner_id": owner_id}
         )
         if Run.objects.for_session(session.pk).active().exists():
@@ -204,7 +175,7 @@ class DjangoStateStore(StateStore, RunRecorder):
             input={"message": user_message.content} if user_message else {},
         )
         session.agent = agent
-        session.status = Session.Status.RUNNING
+        session.status = ChatSession.Status.RUNNING
         session.save()
         return str(run.id)
 
@@ -212,7 +183,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         key = _uuid(session_id)
 
         def read() -> SessionSnapshot | None:
-            session = Session.objects.filter(pk=key).first() if key else None
+            session = ChatSession.objects.filter(pk=key).first() if key else None
             if session is None:
                 return None
             messages = [m.to_stored() for m in Message.objects.for_session(key)]
@@ -251,7 +222,7 @@ class DjangoStateStore(StateStore, RunRecorder):
             return None
         # Epochs grow across the session's runs (they fence the session's one stream); the
         # session row lock serializes their allocation where the database has row locks.
-        list(Session.objects.select_for_update().filter(pk=run.session_id).values_list("pk"))
+        list(ChatSession.objects.select_for_update().filter(pk=run.session_id).values_list("pk"))
         previous_epoch = run.epoch
         run.epoch = (Run.objects.filter(session_id=run.session_id).aggregate(top=Max("epoch"))["top"] or 0) + 1
         run.status = Run.Status.RUNNING
@@ -389,7 +360,7 @@ class DjangoStateStore(StateStore, RunRecorder):
             run.finished_at = timezone.now()
         run.save()
         session = run.session
-        session.status = _SESSION_STATUS.get(outcome.status, Session.Status.IDLE)
+        session.status = _SESSION_STATUS.get(outcome.status, ChatSession.Status.IDLE)
         session.save(update_fields=["status", "updated_at"])
 
     async def run_status(self, run_id: str) -> str:

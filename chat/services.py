@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.signals import setting_changed
 
-from chat.approvals import decide
-from chat.chat_request import Limits
-from chat.handler import FrontendHandler, create_frontend_handler
-from chat.store import DjangoStateStore
+from chat.http.handler import FrontendHandler, create_frontend_handler
+from chat.http.parsing import Limits
+from chat.state.approvals import decide
+from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from workers.executors import CeleryExecutor, Executor, InProcessExecutor
@@ -26,7 +25,7 @@ def get_executor() -> Executor:
     if executor is None:
         store, streams = DjangoStateStore(), get_stream_manager()
         if kind == "celery":
-            executor = CeleryExecutor(store, streams, queue=getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", None))
+            executor = CeleryExecutor(store, streams, queue=str(helix_settings.CELERY_QUEUE))
         else:
             executor = InProcessExecutor(store, streams)
         _executors[kind] = executor
@@ -54,7 +53,7 @@ def get_handler() -> FrontendHandler:
 
 
 def _reset(*, setting: str, **kwargs: object) -> None:
-    if setting in ("HELIX", "CELERY_TASK_DEFAULT_QUEUE"):
+    if setting == "HELIX":
         _executors.clear()
         _handlers.clear()
 

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 from django.db import models
 
 if TYPE_CHECKING:
-    from chat.models import Checkpoint, Message, Run, Session  # noqa: F401 (named in string annotations)
+    from chat.models import ChatSession, Checkpoint, Message, Run  # noqa: F401 (named in string annotations)
 
 __all__ = ["CheckpointQuerySet", "MessageQuerySet", "RunQuerySet", "SessionQuerySet"]
 
 
-class SessionQuerySet(models.QuerySet["Session"]):
+class SessionQuerySet(models.QuerySet["ChatSession"]):
     def owned_by(self, user: Any) -> SessionQuerySet:
         """Sessions of ``user`` (anonymous sessions for an anonymous user)."""
         if user is None or not getattr(user, "is_authenticated", False):

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from chat.models import PendingCall, Run, Session
+from chat.models import ChatSession, PendingCall, Run
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError
@@ -64,7 +64,7 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
         if time.monotonic() - _sent.get(key, -1e9) < 3 * lease:
             continue
         _sent[key] = time.monotonic()
-        current_app.send_task(RUN_TASK, args=[str(run.pk)])
+        current_app.send_task(RUN_TASK, args=[str(run.pk)], queue=str(helix_settings.CELERY_QUEUE))
         report.dispatched += 1
         logger.warning("run %s (attempt %d) lost its worker: sent to another", run.pk, run.attempt)
     for run in expired.filter(status=Run.Status.INTERRUPTED).only("id", "session_id", "epoch"):
@@ -79,7 +79,7 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
 
 def _expire_pending_calls(now: datetime) -> int:
     """Deny the calls nobody answered in time; resume the runs left with no pending call."""
-    from chat.approvals import resume_answered_run, run_is_answered
+    from chat.state.approvals import resume_answered_run, run_is_answered
 
     expired = PendingCall.objects.filter(status=PendingCall.Status.PENDING, expires_at__lt=now)
     run_ids = set(expired.values_list("run_id", flat=True))
@@ -115,8 +115,8 @@ def _close(run: Run, status: str, error: str) -> bool:
         )
         if not updated:
             return False
-        Session.objects.filter(pk=run.session_id).update(
-            status=Session.Status.FAILED if status == "failed" else Session.Status.IDLE
+        ChatSession.objects.filter(pk=run.session_id).update(
+            status=ChatSession.Status.FAILED if status == "failed" else ChatSession.Status.IDLE
         )
     session_id = str(run.session_id)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from chat.state.approvals import ToolAnswer
 from streams.exceptions import ValidationError
 from streams.messages import StoredMessage
 
@@ -37,19 +38,6 @@ class ChatInput:
     messages: list[StoredMessage] | None = None  # seeds' override of the history
     state: dict[str, Any] | None = None  # seeds' override of the state
     answers: list[ToolAnswer] = field(default_factory=list)  # a continuation's tool results and decisions
-
-
-@dataclass(frozen=True)
-class ToolAnswer:
-    """What the client says about one tool call of the message it continues: an approval decision
-    (``approval_id``, ``approved``, ``reason``) or a client tool's ``output`` / ``error``."""
-
-    tool_call_id: str
-    approval_id: str | None = None
-    approved: bool | None = None
-    reason: str = ""
-    output: Any = None
-    error: str = ""
 
 
 _ANSWERED = ("approval-responded", "output-denied", "output-available", "output-error")

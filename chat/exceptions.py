@@ -1,0 +1,77 @@
+"""Errors of the chat API: who may call it, and what it refuses. Each renders as
+``{"error": ..., "code": ...}`` with its HTTP status (see :mod:`chat.http.pipeline`)."""
+
+from __future__ import annotations
+
+from streams.exceptions import HelixError
+
+__all__ = [
+    "AuthenticationFailedError",
+    "CsrfFailedError",
+    "MethodNotAllowedError",
+    "NotAuthenticatedError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "RateLimitedError",
+    "SessionNotFoundError",
+]
+
+
+class SessionNotFoundError(HelixError):
+    """No such session (or it belongs to someone else: the two are not told apart)."""
+
+    code = "SESSION_NOT_FOUND"
+    status_code = 404
+
+
+class NotAuthenticatedError(HelixError):
+    """Authentication required."""
+
+    code = "NOT_AUTHENTICATED"
+    status_code = 401
+
+
+class AuthenticationFailedError(HelixError):
+    """The credentials were refused."""
+
+    code = "AUTHENTICATION_FAILED"
+    status_code = 401
+
+
+class PermissionDeniedError(HelixError):
+    """The site's permission classes refused the request."""
+
+    code = "PERMISSION_DENIED"
+    status_code = 403
+
+
+class CsrfFailedError(HelixError):
+    """A browser request authenticated by its cookie came without a valid CSRF token."""
+
+    code = "CSRF_FAILED"
+    status_code = 403
+
+
+class MethodNotAllowedError(HelixError):
+    """The endpoint does not take this HTTP method."""
+
+    code = "METHOD_NOT_ALLOWED"
+    status_code = 405
+
+
+class PayloadTooLargeError(HelixError):
+    """The request body is too large."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    status_code = 413
+
+
+class RateLimitedError(HelixError):
+    """Too many requests."""
+
+    code = "RATE_LIMITED"
+    status_code = 429
+
+    def __init__(self, retry_after: int, message: str | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message or f"Too many chat requests; retry in {retry_after} s")

@@ -1,0 +1,139 @@
+"""The ASGI entry of Helix: resume streams served without a thread each, and flow control.
+
+Django's ASGI handler gives every request a thread for thread-sensitive work (it sends
+``request_started`` through one) and keeps it until the request ends. A resumed stream can stay
+open for minutes, so under Django each would hold a thread. :class:`StreamRouter` resolves every
+GET against the site's URLconf; when it lands on a Helix resume view (``chat/<id>`` or
+``chat/<id>/stream``, under whatever prefix the site mounted ``chat.urls`` at), it calls that
+same view here, on the event loop, and streams its response, stopping the reader when the client
+disconnects. The view runs the one pipeline every endpoint runs (the site's authentication,
+permissions and throttles, ownership); the site's middleware does not, so the request carries
+the Django session and the user the middleware would attach, loaded on first use. Everything
+else goes to Django unchanged.
+
+A site wraps its ASGI application once::
+
+    application = StreamRouter(get_asgi_application())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user
+from django.contrib.sessions.backends.base import SessionBase
+from django.core.handlers.asgi import ASGIRequest
+from django.http import JsonResponse
+from django.http.response import HttpResponseBase
+from django.urls import Resolver404, ResolverMatch, resolve
+from django.utils.functional import cached_property
+from django.utils.module_loading import import_string
+
+from chat.http.flow_control import flow_controlled
+from streams.conf import helix_settings
+
+__all__ = ["StreamRouter"]
+
+logger = logging.getLogger("helix.http")
+
+
+class _StreamRequest(ASGIRequest):
+    """A Django request with the session and user the middleware would attach, both loaded on
+    first use: a token-authenticated resume needs neither (and a reconnect storm is thousands)."""
+
+    @cached_property
+    def session(self) -> SessionBase:  # type: ignore[override]
+        engine = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
+        return engine(self.COOKIES.get(settings.SESSION_COOKIE_NAME))  # type: ignore[no-any-return]
+
+    @cached_property
+    def user(self) -> Any:  # type: ignore[override]
+        return get_user(self)
+
+
+def _stream_route(scope: dict[str, Any]) -> ResolverMatch | None:
+    """The resolver match of a GET that a Helix resume view serves, else ``None``."""
+    if scope["type"] != "http" or scope.get("method") != "GET":
+        return None
+    path: str = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return None
+    view_class = getattr(match.func, "helix_view", None)
+    return match if getattr(view_class, "stream_route", False) else None
+
+
+def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items() if k.lower() != "connection"]
+    headers += [(b"set-cookie", c.output(header="").strip().encode("latin-1")) for c in response.cookies.values()]
+    return headers
+
+
+async def _send_response(response: HttpResponseBase, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": response.status_code, "headers": _headers(response)})
+    if not response.streaming:
+        await send({"type": "http.response.body", "body": response.content})  # type: ignore[attr-defined]
+        return
+    body = getattr(response, "helix_body", None) or response.streaming_content  # type: ignore[attr-defined]
+
+    async def pump() -> None:
+        async for part in body:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    streaming, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait((streaming, watching), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (streaming, watching):
+            task.cancel()
+        for task in (streaming, watching):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        aclose = getattr(body, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+class StreamRouter:
+    """ASGI: resume GETs to their Helix view here, everything else to ``django_app``; every
+    response's writes flow-controlled.
+
+    Every HTTP response's ``send`` waits while the client's socket is full (see
+    :mod:`chat.http.flow_control`), so a slow reader slows its own stream instead of growing the
+    server's memory, and one that stops reading is disconnected after
+    ``HELIX['SLOW_CLIENT_TIMEOUT_SECONDS']``.
+    """
+
+    def __init__(self, django_app: Any) -> None:
+        self.django_app = django_app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            send = flow_controlled(send, stall_timeout=float(helix_settings.SLOW_CLIENT_TIMEOUT_SECONDS))
+        match = _stream_route(scope)
+        if match is None:
+            await self.django_app(scope, receive, send)
+            return
+        request = _StreamRequest(scope, io.BytesIO())
+        request.resolver_match = match
+        try:
+            response = await match.func(request, *match.args, **match.kwargs)
+        except Exception:  # the view renders every error it knows; this is a bug, not the client's
+            logger.exception("resume of %s failed", scope.get("path"))
+            response = JsonResponse({"error": "Internal server error", "code": "INTERNAL_ERROR"}, status=500)
+        await _send_response(response, receive, send)

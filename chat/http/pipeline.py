@@ -1,0 +1,191 @@
+"""One request pipeline for every chat endpoint: DRF's, run without a thread per request.
+
+:class:`HelixAPIView` is DRF's ``APIView`` with an async ``dispatch``: method dispatch (405 with
+``Allow``), the authentication, permission and throttle classes from ``HELIX`` (the site's
+``REST_FRAMEWORK`` defaults unless set), CSRF exactly as DRF's ``SessionAuthentication`` enforces
+it (and for anonymous visitors, whose cookie is their identity), and one exception handler that
+renders every :class:`~streams.exceptions.HelixError` and DRF error as ``{"error", "code"}``.
+Authentication, permissions, throttling and the ownership check of the session in the URL run
+together in one call on a database thread (:func:`~chat.state.db.db`); the handlers themselves
+are coroutines, so an open stream holds no thread. The ASGI stream route calls these same views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.http import Http404, HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
+from django.utils.module_loading import import_string
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, CSRFCheck
+from rest_framework.permissions import BasePermission
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import APIView
+
+from chat.exceptions import (
+    AuthenticationFailedError,
+    CsrfFailedError,
+    MethodNotAllowedError,
+    NotAuthenticatedError,
+    PermissionDeniedError,
+    RateLimitedError,
+    SessionNotFoundError,
+)
+from chat.http.access import Caller, HelixCaller, caller_of, session_access
+from chat.state.db import db
+from streams.conf import helix_settings
+from streams.exceptions import HelixError, ValidationError
+
+__all__ = ["HelixAPIView", "HelixAccessMixin", "error_json", "helix_exception_handler"]
+
+_UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _classes(setting: Any, default: Sequence[Any]) -> list[Any]:
+    names = default if setting is None else setting
+    return [import_string(name) if isinstance(name, str) else name for name in names]
+
+
+def error_json(error: HelixError, headers: dict[str, str] | None = None) -> JsonResponse:
+    """The JSON error response of ``error``: ``{"error", "code"}`` with its status."""
+    response = JsonResponse(error.as_dict(), status=error.status_code, headers=headers)
+    if isinstance(error, RateLimitedError):
+        response["Retry-After"] = str(error.retry_after)
+    return response
+
+
+def _as_helix_error(exc: Exception) -> HelixError | None:
+    if isinstance(exc, HelixError):
+        return exc
+    if isinstance(exc, Http404):
+        return SessionNotFoundError(str(exc) or "Not found")
+    if isinstance(exc, exceptions.Throttled):
+        wait = getattr(exc, "wait", None)
+        wait = int(wait + 0.999) if wait is not None else 60
+        return RateLimitedError(max(wait, 1), f"Too many chat requests; retry in {max(wait, 1)} s")
+    if isinstance(exc, exceptions.NotAuthenticated):
+        return NotAuthenticatedError(str(exc.detail))
+    if isinstance(exc, exceptions.AuthenticationFailed):
+        return AuthenticationFailedError(str(exc.detail))
+    if isinstance(exc, exceptions.PermissionDenied):
+        detail = str(exc.detail)
+        return CsrfFailedError(detail) if detail.startswith("CSRF Failed") else PermissionDeniedError(detail)
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return MethodNotAllowedError(str(exc.detail))
+    if isinstance(exc, exceptions.APIException):
+        error = ValidationError(str(exc.detail))
+        error.status_code = exc.status_code
+        return error
+    return None
+
+
+def helix_exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResponse | None:
+    """DRF's ``EXCEPTION_HANDLER`` for Helix views: every known error as ``{"error", "code"}``;
+    ``None`` (re-raise) for anything else."""
+    error = _as_helix_error(exc)
+    if error is None:
+        return None
+    response = error_json(error)
+    if isinstance(exc, exceptions.APIException):
+        if exc.status_code != error.status_code:  # DRF's 403 for an unauthenticated caller without a scheme
+            response.status_code = exc.status_code
+        auth_header = getattr(exc, "auth_header", None)
+        if auth_header:
+            response["WWW-Authenticate"] = auth_header
+    return response
+
+
+class HelixAccessMixin:
+    """The classes and the error format of every Helix view, for DRF's sync views too."""
+
+    renderer_classes: Any = (JSONRenderer,)
+    #: The endpoint counts against ``ChatPostThrottle`` (chat POSTs only).
+    throttled_post = False
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        classes = _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+        return [cls() for cls in classes]
+
+    def get_permissions(self) -> list[BasePermission]:
+        classes = _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
+        return [cls() for cls in classes] + [HelixCaller()]
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        return [cls() for cls in _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)]
+
+    def get_exception_handler(self) -> Any:
+        return helix_exception_handler
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # Errors are JSON whatever the client accepts; a stream client accepts text/event-stream.
+        return super().perform_content_negotiation(request, force=True)  # type: ignore[misc]
+
+    def perform_authentication(self, request: Request) -> None:
+        """Resolve the user; an anonymous visitor's unsafe request must carry a CSRF token too
+        (its cookie is its identity), as ``SessionAuthentication`` demands of a signed-in one."""
+        user = request.user
+        if request.method in _UNSAFE and (user is None or not user.is_authenticated):
+            django_request = request._request
+            if getattr(django_request, "COOKIES", None):
+                check = CSRFCheck(lambda _: None)  # type: ignore[arg-type]
+                check.process_request(django_request)
+                reason = check.process_view(django_request, None, (), {})  # type: ignore[arg-type]
+                if reason:
+                    raise exceptions.PermissionDenied(f"CSRF Failed: {reason}")
+
+
+class HelixAPIView(HelixAccessMixin, APIView):
+    """An async DRF view: the pipeline runs on a database thread, the handler on the event loop.
+
+    A view whose URL names a ``session_id`` gets ``self.caller`` and ``self.session_exists``
+    (``True`` when the caller owns the session, ``False`` when there is none; a session of
+    someone else is a 404 before the handler runs).
+    """
+
+    caller: Caller
+    session_exists: bool = False
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        view = super().as_view(**initkwargs)
+        view.helix_view = cls  # type: ignore[attr-defined]  # the ASGI stream route finds its views by it
+        return view
+
+    def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        self.initial(request, *args, **kwargs)
+        self.caller = caller_of(request)
+        session_id = kwargs.get("session_id")
+        if session_id is not None:
+            self.session_exists = session_access(self.caller, session_id)
+
+    async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
+        self.args, self.kwargs = args, kwargs
+        drf_request = self.initialize_request(request, *args, **kwargs)
+        self.request = drf_request
+        self.headers = self.default_response_headers
+        try:
+            method = (drf_request.method or "").lower()
+            handler = getattr(self, method, None) if method in self.http_method_names else None
+            if handler is None or method == "options":
+                raise exceptions.MethodNotAllowed(drf_request.method or "")
+            await db(self._prepare)(drf_request, *args, **kwargs)
+            response = await handler(drf_request, *args, **kwargs)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        return self.finalize_response(drf_request, response, *args, **kwargs)  # type: ignore[no-any-return]
+
+    async def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
+        raise exceptions.MethodNotAllowed("OPTIONS")
+
+    def _allowed_methods(self) -> list[str]:
+        return [m.upper() for m in self.http_method_names if m != "options" and hasattr(self, m)]
+
+    def require_session(self) -> None:
+        """404 unless the session in the URL exists (and the caller owns it)."""
+        if not self.session_exists:
+            raise SessionNotFoundError(f"Session {self.kwargs.get('session_id')} not found")

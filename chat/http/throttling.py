@@ -1,0 +1,80 @@
+"""The chat POST rate limit, as DRF throttling on a cache every web process shares.
+
+:class:`ChatPostThrottle` counts the chat POSTs of each caller (the user, or an anonymous
+visitor's Django session, else its address) at the rate ``HELIX["THROTTLE_RATES"]["helix_chat"]``
+(or ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["helix_chat"]``). Its counters live in the cache
+``HELIX["THROTTLE_CACHE"]`` names; when that is unset and the streams are in Redis, in Django's
+Redis cache on the stream store's server, so a limit holds across every web process, not per
+process. Sites replace or extend it with ``HELIX["THROTTLE_CLASSES"]`` like any DRF throttle.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.core.cache import BaseCache, cache, caches
+from django.core.cache.backends.redis import RedisCache
+from django.core.signals import setting_changed
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+from streams.conf import helix_settings
+
+__all__ = ["ChatPostThrottle", "throttle_cache"]
+
+_lock = threading.Lock()
+_redis_caches: dict[str, BaseCache] = {}
+
+
+def throttle_cache() -> BaseCache:
+    """The cache throttles count in: the named alias, else the stream Redis, else the default."""
+    alias = helix_settings.THROTTLE_CACHE
+    if alias:
+        return caches[str(alias)]
+    streams = helix_settings.STREAMS
+    url = (streams.get("OPTIONS") or {}).get("url") if isinstance(streams, dict) else None
+    if isinstance(streams, dict) and streams.get("BACKEND") == "redis" and url:
+        with _lock:
+            if url not in _redis_caches:
+                _redis_caches[url] = RedisCache(url, {"KEY_PREFIX": "helix:throttle"})
+            return _redis_caches[url]
+    return cache
+
+
+class ChatPostThrottle(SimpleRateThrottle):
+    """Chat POSTs per caller; every other request passes."""
+
+    scope = "helix_chat"
+
+    def __init__(self) -> None:
+        self.cache = throttle_cache()
+        super().__init__()
+
+    def get_rate(self) -> str | None:
+        rates = helix_settings.THROTTLE_RATES or {}
+        rate = rates[self.scope] if self.scope in rates else api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return None if rate is None else str(rate)
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        if request.method != "POST" or not getattr(view, "throttled_post", False):
+            return True
+        return super().allow_request(request, view)
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        user = request.user
+        if user is not None and user.is_authenticated:
+            ident = f"user:{user.pk}"
+        else:
+            session = getattr(request._request, "session", None)
+            key = session.session_key if session is not None else None
+            ident = f"session:{key}" if key else f"addr:{self.get_ident(request)}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting == "HELIX":
+        _redis_caches.clear()
+
+
+setting_changed.connect(_reset)

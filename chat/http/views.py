@@ -1,0 +1,189 @@
+"""The HTTP surface of Helix chat, mounted wherever the site includes ``chat.urls``.
+
+``chat/<id>``: POST starts or continues a run and streams it, GET resumes it, DELETE removes
+the session; ``chat/<id>/stream`` is the resume URL ``useChat({resume: true})`` calls;
+``chat/<id>/snapshot``, ``chat/<id>/messages`` and ``chat/<id>/stop``; ``sessions`` lists the
+caller's sessions; ``agents`` the registered agents. Every view runs the one pipeline of
+:mod:`chat.http.pipeline`; stream views are coroutines (no thread is held per open stream), and
+a client that disconnects closes its reader, not the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from rest_framework import generics, pagination, serializers
+from rest_framework.request import Request
+
+from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
+from chat.http.handler import HandlerResponse
+from chat.http.pipeline import HelixAccessMixin, HelixAPIView
+from chat.models import ChatSession
+from chat.services import get_handler
+from chat.state.db import db
+from chat.state.store import DjangoStateStore
+from streams.backends import get_stream_manager
+from streams.conf import helix_settings
+from streams.exceptions import ValidationError
+
+__all__ = [
+    "AgentsView",
+    "ChatStreamView",
+    "ChatView",
+    "MessagesView",
+    "SessionListView",
+    "SnapshotView",
+    "StopView",
+    "to_django",
+]
+
+
+def to_django(response: HandlerResponse) -> HttpResponseBase:
+    """A :class:`HandlerResponse` as a Django response (streaming when its body is)."""
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("connection", "content-type")}
+    content_type = response.headers.get("content-type", "application/json")
+    if response.is_stream:
+        body = cast(AsyncIterator[bytes], response.body)
+        streaming = StreamingHttpResponse(body, status=response.status, content_type=content_type, headers=headers)
+        streaming.helix_body = body  # type: ignore[attr-defined]  # closed by the ASGI route
+        return streaming
+    return HttpResponse(response.body or "", status=response.status, content_type=content_type, headers=headers)
+
+
+def _json_body(request: Request) -> Any:
+    limit = int(helix_settings.MAX_BODY_BYTES)
+    declared = request.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLargeError(f"The body is larger than {limit} bytes")
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise PayloadTooLargeError(f"The body is larger than {limit} bytes") from None
+    if len(raw) > limit:
+        raise PayloadTooLargeError(f"The body is larger than {limit} bytes")
+    try:
+        return json.loads(raw or b"null")
+    except ValueError as exc:
+        raise ValidationError(f"The body is not valid JSON: {exc}") from None
+
+
+class _ResumeMixin(HelixAPIView):
+    #: GETs of this view are served by the ASGI route (:mod:`chat.http.asgi`), thread-free.
+    stream_route = True
+
+    async def get(self, request: Request, session_id: str) -> HttpResponseBase:
+        """Stream the current run from the client's position (204 when there is nothing)."""
+        if not self.session_exists:
+            return HttpResponse(status=204)
+        return to_django(await get_handler().handle_resume(session_id, request))
+
+
+class ChatView(_ResumeMixin):
+    """POST: start or continue a run and stream it. GET: resume. DELETE: remove the session."""
+
+    throttled_post = True
+
+    async def post(self, request: Request, session_id: str) -> HttpResponseBase:
+        body = await db(_json_body)(request)
+        caller = self.caller
+        response = await get_handler().handle_post(session_id, body, owner_id=caller.user_id)
+        if response.status == 200 and caller.user_id is None:
+            await caller.remember(session_id)
+        return to_django(response)
+
+    async def delete(self, request: Request, session_id: str) -> HttpResponseBase:
+        self.require_session()
+        await DjangoStateStore().request_stop(session_id)
+        await ChatSession.objects.filter(pk=session_id).adelete()
+        await get_stream_manager().delete_stream(session_id)
+        return HttpResponse(status=204)
+
+
+class ChatStreamView(_ResumeMixin):
+    """GET ``chat/<id>/stream``: the default resume URL of ``useChat({resume: true})``."""
+
+
+class SnapshotView(HelixAPIView):
+    """GET: the session's snapshot (messages, state, stream position and status)."""
+
+    async def get(self, request: Request, session_id: str) -> HttpResponseBase:
+        self.require_session()
+        include = request.GET.get("includePartialContent")
+        snapshot = await get_handler().get_snapshot(session_id, None if include is None else include in ("1", "true"))
+        if snapshot is None:
+            raise SessionNotFoundError(f"Session {session_id} not found")
+        return JsonResponse(snapshot)
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.GET.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit():
+        raise ValidationError(f"{name} must be a non-negative integer")
+    return int(raw)
+
+
+class MessagesView(HelixAPIView):
+    """GET ``?offset&limit``: a page of the session's UI messages."""
+
+    async def get(self, request: Request, session_id: str) -> HttpResponseBase:
+        self.require_session()
+        offset, limit = _int_param(request, "offset", 0), _int_param(request, "limit", 50)
+        return JsonResponse(await get_handler().get_messages(session_id, offset, limit))
+
+
+class StopView(HelixAPIView):
+    """POST: interrupt the session's run at its next safe point."""
+
+    async def post(self, request: Request, session_id: str) -> HttpResponseBase:
+        self.require_session()
+        stopped = await DjangoStateStore().request_stop(session_id)
+        return JsonResponse({"stopped": stopped}, status=202 if stopped else 200)
+
+
+class AgentsView(HelixAPIView):
+    """GET: the registered agents a chat may name (``name``, ``description``)."""
+
+    async def get(self, request: Request) -> HttpResponseBase:
+        from workers.runtime.agents import agent_names, get_agent
+
+        agents = [get_agent(name) for name in agent_names()]
+        return JsonResponse([{"name": a.name, "description": a.description} for a in agents], safe=False)
+
+
+# -- the caller's sessions (DRF's generic list view, same classes and errors) --------------------
+
+
+class SessionSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    createdAt = serializers.DateTimeField(source="created_at")
+    updatedAt = serializers.DateTimeField(source="updated_at")
+
+    class Meta:
+        model = ChatSession
+        fields = ("id", "title", "agent", "status", "createdAt", "updatedAt")
+
+
+class SessionPagination(pagination.LimitOffsetPagination):
+    default_limit = 20
+    max_limit = 100
+
+
+class SessionListView(HelixAccessMixin, generics.ListAPIView):  # type: ignore[type-arg,misc]
+    """GET: the caller's sessions, most recently active first."""
+
+    serializer_class = SessionSerializer
+    pagination_class = SessionPagination
+
+    def get_queryset(self) -> Any:
+        from chat.http.access import caller_of
+
+        caller = caller_of(self.request)
+        if caller.user_id is not None:
+            return ChatSession.objects.filter(owner_id=caller.user_id).order_by("-updated_at")
+        return ChatSession.objects.filter(owner__isnull=True, pk__in=caller.anonymous_sessions).order_by("-updated_at")

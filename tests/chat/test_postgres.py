@@ -1,0 +1,137 @@
+"""PostgreSQL, the production database: row locks under concurrent attempts, and a restart of
+the server under a live Daphne and a Celery worker mid-run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from chat.models import ChatSession, PendingCall, Run
+from chat.state.approvals import DecisionRejectedError, ToolAnswer, decide_calls
+from chat.state.store import DjangoStateStore
+from streams.messages import StoredMessage
+from workers.runtime.persistence import PendingCallSpec
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _postgres() -> None:
+    assert connection.vendor == "postgresql", "the suite runs on PostgreSQL (bin/test starts one)"
+
+
+def at_once(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """``work(i)`` in ``count`` threads released together; each result or the exception raised."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = work(i)
+        except Exception as exc:
+            results[i] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return results
+
+
+def queued_run() -> str:
+    store = DjangoStateStore()
+    session_id = str(uuid.uuid4())
+    return store._start_run(
+        uuid.UUID(session_id), "chat", StoredMessage(role="user", content="hi"), None, None, 0, "m-1", None
+    )
+
+
+def test_concurrent_attempts_claim_a_run_once_and_epochs_only_grow() -> None:
+    store = DjangoStateStore()
+    run_id = queued_run()
+    claims = at_once(8, lambda i: store._claim_run(run_id, f"worker-{i}", 4.0))
+    won = [c for c in claims if c is not None]
+    assert not [c for c in claims if isinstance(c, Exception)], claims
+    assert len(won) == 1 and won[0].epoch == 1 and won[0].reason == "start"
+    Run.objects.filter(pk=run_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    takeovers = [c for c in at_once(8, lambda i: store._claim_run(run_id, f"rescuer-{i}", 4.0)) if c is not None]
+    assert len(takeovers) == 1 and takeovers[0].reason == "worker_lost"
+    run = Run.objects.get(pk=run_id)
+    assert (run.epoch, run.attempt, run.worker) == (2, 2, takeovers[0].run_id and run.worker)
+    with pytest.raises(Exception, match="held by epoch 2"):
+        store._finish_run(run_id, _completed(), epoch=1)  # the first attempt is fenced off
+
+
+def _completed() -> Any:
+    from workers.runtime.persistence import RunOutcome
+
+    return RunOutcome("completed")
+
+
+def test_a_decision_applies_once_whatever_the_number_of_tabs() -> None:
+    store = DjangoStateStore()
+    run_id = queued_run()
+    claim = store._claim_run(run_id, "worker", 4.0)
+    approval_id = str(uuid.uuid4())
+    spec = PendingCallSpec("call-1", "send_email", {"to": "a@b.c"}, "approval", approval_id)
+    store._commit_step(run_id, 1, [], {}, 5, claim.epoch, [spec], None)
+    answer = ToolAnswer("call-1", approval_id=approval_id, approved=True)
+    results = at_once(6, lambda i: decide_calls(run_id, [answer], None, require_all=True))
+    assert results.count(["call-1"]) == 1
+    assert all(isinstance(r, DecisionRejectedError) for r in results if r != ["call-1"])
+    call = PendingCall.objects.get(pk=approval_id)
+    assert call.status == "approved" and call.decided_at is not None
+
+
+def _pg_ctl(*args: str) -> None:
+    pg_bin, data = os.environ["HELIX_TEST_PG_BIN"], os.environ["HELIX_TEST_PG_DATA"]
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    subprocess.run([*prefix, f"{pg_bin}/pg_ctl", "-D", data, "-w", "-s", *args], check=True, timeout=60)
+
+
+def test_a_postgres_restart_mid_run_loses_nothing(live_client: Any, helix_server: str, token: str) -> None:
+    session_id = str(uuid.uuid4())
+    restarted = threading.Event()
+
+    def restart_mid_run() -> None:
+        deadline = time.monotonic() + 20
+        while not Run.objects.filter(session_id=session_id, status="running").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        connections.close_all()
+        _pg_ctl("restart", "-m", "fast")
+        restarted.set()
+
+    restarter = threading.Thread(target=restart_mid_run)
+    restarter.start()
+    answer = live_client.run(
+        "v6",
+        [{"send": "Tell me a long story about databases."}],
+        baseUrl=helix_server,
+        sessionId=session_id,
+        token=token,
+        agent="chat",
+    )
+    restarter.join(60)
+    assert restarted.is_set()
+    connection.close()  # this process's connection died with the server
+    run = Run.objects.get(session_id=session_id)
+    assert run.status == "completed", (run.status, run.error_code, run.error_message)
+    snapshot = live_client.snapshot(helix_server, session_id, token) if hasattr(live_client, "snapshot") else None
+    stored = ChatSession.objects.get(pk=session_id).messages.filter(role="assistant").last()
+    assert stored is not None and stored.content and stored.content in str(answer)
+    del snapshot

@@ -1,0 +1,53 @@
+"""The chat POST rate limit is DRF throttling on the stream Redis: per caller across every web
+process, not per process. Two Daphne processes, one user alternating between them."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import pytest
+
+from tests.live import daphne
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def two_servers(test_database: str, redis_url: str) -> Iterator[list[int]]:
+    env = {
+        "HELIX_STREAM_BACKEND": "redis",
+        "REDIS_URL": redis_url,
+        "DATABASE_URL": test_database,
+        "HELIX_CHAT_RATE": "3/minute",
+        "HELIX_SCRIPTED_DELAY_MS": "0",
+    }
+    with ExitStack() as stack:
+        yield [stack.enter_context(daphne(env)), stack.enter_context(daphne(env))]
+
+
+def post(port: int, token: str) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    body = json.dumps({"message": "hi"})
+    headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+    connection.request("POST", f"/api/chat/{uuid.uuid4()}", body, headers)
+    response = connection.getresponse()
+    return response.status, dict(response.headers), response.read()
+
+
+def test_the_rate_limit_holds_across_web_processes(two_servers: list[int], token: str) -> None:
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    first, second = two_servers
+    statuses = [post(port, token)[0] for port in (first, second, first)]
+    assert statuses == [200, 200, 200]
+    for port in (second, first):  # the fourth and fifth, on either process
+        status, headers, body = post(port, token)
+        assert status == 429 and json.loads(body)["code"] == "RATE_LIMITED"
+        assert 0 < int(headers["Retry-After"]) <= 60
+    other = User.objects.create_user(f"other-{uuid.uuid4().hex[:6]}", password="pw")
+    assert post(second, Token.objects.create(user=other).key)[0] == 200  # per caller, not global
