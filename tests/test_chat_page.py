@@ -3,29 +3,13 @@ a reload mid-answer, and the answer completed exactly once."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.live import daphne
-from tests.test_demo_page import browser  # noqa: F401 (the module's Chromium fixture)
+from tests.test_demo_page import _playwright_loop, browser  # noqa: F401 (the module's Chromium fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the server runs on the test database
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _playwright_loop() -> Iterator[None]:
-    # Playwright's sync API keeps an event loop running in this thread; Django's teardown flush of
-    # the test database is plain sync code, which Django would otherwise refuse here.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    yield
-    if previous is None:
-        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 ENV = {

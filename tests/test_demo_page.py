@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 
@@ -22,6 +23,19 @@ CHROMIUM_ARGS = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _playwright_loop() -> Iterator[None]:
+    # Playwright's sync API keeps an event loop running in this thread; Django's teardown flush of
+    # the test database is plain sync code, which Django would otherwise refuse here.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    if previous is None:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -32,8 +46,11 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
-def test_demo_page_resumes_a_dropped_stream_without_gaps_or_repeats(browser: Browser) -> None:
-    with daphne({"HELIX_STREAM_BACKEND": "memory"}) as port:
+@pytest.mark.django_db(transaction=True)
+def test_demo_page_resumes_a_dropped_stream_without_gaps_or_repeats(browser: Browser, test_database: str) -> None:
+    # bin/run's embedded default lets visitors without an account try it; the stream is theirs.
+    env = {"HELIX_STREAM_BACKEND": "memory", "HELIX_ALLOW_ANONYMOUS": "1", "DATABASE_URL": test_database}
+    with daphne(env) as port:
         page = browser.new_page()
         page.goto(f"http://127.0.0.1:{port}/demo/")
         expect(page.get_by_role("heading", name="Helix stream demo")).to_be_visible()

@@ -24,7 +24,7 @@ from streams.conf import helix_settings
 __all__ = ["ChatPostThrottle", "throttle_cache"]
 
 _lock = threading.Lock()
-_redis_caches: dict[str, BaseCache] = {}
+_redis_caches: dict[tuple[str, str], BaseCache] = {}
 
 
 def throttle_cache() -> BaseCache:
@@ -33,12 +33,15 @@ def throttle_cache() -> BaseCache:
     if alias:
         return caches[str(alias)]
     streams = helix_settings.STREAMS
-    url = (streams.get("OPTIONS") or {}).get("url") if isinstance(streams, dict) else None
+    options = (streams.get("OPTIONS") or {}) if isinstance(streams, dict) else {}
+    url = options.get("url")
     if isinstance(streams, dict) and streams.get("BACKEND") == "redis" and url:
+        # Beside the streams, under their key prefix: sites sharing a Redis keep their counters apart.
+        prefix = f"{options.get('key_prefix', 'helix:stream:')}throttle"
         with _lock:
-            if url not in _redis_caches:
-                _redis_caches[url] = RedisCache(url, {"KEY_PREFIX": "helix:throttle"})
-            return _redis_caches[url]
+            if (url, prefix) not in _redis_caches:
+                _redis_caches[(url, prefix)] = RedisCache(url, {"KEY_PREFIX": prefix})
+            return _redis_caches[(url, prefix)]
     return cache
 
 

@@ -13,7 +13,9 @@ after when it is unusable or past ``CONN_MAX_AGE`` (with ``CONN_HEALTH_CHECKS`` 
 connection is also checked once per call). After a PostgreSQL restart or failover the next call
 opens a fresh connection instead of failing until the process restarts; while the server is
 still coming back (connections refused), a call waits up to :data:`CONNECT_PATIENCE` seconds
-for it before it raises. Work already inside a transaction is never retried here.
+for it before it raises. A call whose connection dies under it is run once more on a fresh
+connection (its transaction died with the connection); a call made inside an outer transaction
+is never retried.
 """
 
 from __future__ import annotations
@@ -21,18 +23,21 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import OperationalError, close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
 __all__ = ["db"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+logger = logging.getLogger("helix.db")
 
 #: How long a call waits for the database to accept connections again (a restart, a failover).
 CONNECT_PATIENCE = 10.0
@@ -59,12 +64,22 @@ def _connect() -> None:
 
 
 def _tidy(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    close_old_connections()
-    _connect()
-    try:
-        return function(*args, **kwargs)
-    finally:
+    for attempt in (1, 2):
         close_old_connections()
+        _connect()
+        try:
+            return function(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            # The server went away under the call (a restart, a failover): its transaction, if
+            # any, was rolled back with the connection, so the unit is run once more on a new one.
+            connection = connections["default"]
+            if attempt == 2 or connection.in_atomic_block or connection.is_usable():
+                raise
+            logger.warning("the database connection was lost during %s: retrying once", function.__qualname__)
+            connection.close()
+        finally:
+            close_old_connections()
+    raise AssertionError("unreachable")
 
 
 def db(function: Callable[P, T]) -> Callable[P, Awaitable[T]]:

@@ -100,3 +100,34 @@ async def test_another_users_resume_is_404_and_unknown_is_204() -> None:
     await router(scope(f"/api/chat/{uuid.uuid4()}", headers={"Authorization": f"Token {other_token}"}), None, send)
     await router(scope(f"/api/chat/{session_id}"), None, send)
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [404, 204, 401]
+
+
+async def test_under_another_prefix_resumes_are_still_served_without_django(settings: Any) -> None:
+    settings.ROOT_URLCONF = "tests.chat.assistant_urls"
+    session_id, token = await owned_session()
+    sent: list[dict[str, Any]] = []
+    reached_django: list[str] = []
+    disconnect = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def django_app(scope: Any, receive: Any, send: Any) -> None:
+        reached_django.append(scope["path"])
+
+    router = StreamRouter(django_app)
+    auth = {"Authorization": f"Token {token}"}
+    await router(scope(f"/api/chat/{session_id}", headers=auth), None, None)  # the site's own route
+    task = asyncio.ensure_future(router(scope(f"/assistant/chat/{session_id}", headers=auth), receive, send))
+    for _ in range(100):
+        if any(b'"delta":"Hello"' in m.get("body", b"") for m in sent):
+            break
+        await asyncio.sleep(0.02)
+    assert sent[0]["status"] == 200 and any(b'"delta":"Hello"' in m.get("body", b"") for m in sent)
+    disconnect.set()
+    await asyncio.wait_for(task, 5)
+    assert reached_django == [f"/api/chat/{session_id}"]  # only the site's own route went to Django
