@@ -44,7 +44,7 @@ INSTALL_BUDGET_SECONDS = 120
 #: A wheel much larger than this carries something that is not the library.
 WHEEL_SIZE_LIMIT = 1_000_000
 ORDER_QUESTION = "Where is my order 4711?"
-ORDER_ANSWER = "Order 4711 has shipped with Parcelforce."
+ORDER_ANSWER = "Order 4711 has shipped."
 
 
 # -- the wheel and its virtualenv ------------------------------------------------------------------

@@ -27,7 +27,7 @@ class OrderInput(BaseModel):
 
 def order_status(args: OrderInput, context: ToolContext) -> dict[str, Any]:
     context.state["lookups"] = context.state.get("lookups", 0) + 1
-    return {"order": args.order, "status": "shipped", "carrier": "Parcelforce"}
+    return {"order": args.order, "status": "shipped"}
 
 
 lookup_order = define_tool("lookup_order", "Look up the status of an order.", OrderInput, order_status)
@@ -37,7 +37,7 @@ def helpdesk_script(messages: list[StoredMessage]) -> ScriptedTurn:
     last = messages[-1]
     if last.role == "tool":
         found = json.loads(last.content)
-        summary = f"Order {found['order']} has {found['status']} with {found['carrier']}."
+        summary = f"Order {found['order']} has {found['status']}."
         return ScriptedTurn(text=f"{summary} " + " ".join(ADVICE * 6))
     order = (re.findall(r"\d+", last.content) or ["1"])[0]
     return ScriptedTurn(
