@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import uuid
 
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 from rest_framework.request import Request
 
+from chat.http.handler import HandlerResponse
 from chat.http.pipeline import HelixAPIView
+from chat.http.views import to_django
 from chat.state.db import db
 from helix_site.stream_demo import start_demo_stream
 from streams.backends import get_stream_manager
@@ -28,7 +30,6 @@ from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position, wire
 
 __all__ = ["DemoEventsView", "StartDemoView", "chat_page", "demo_page"]
 
-_SSE_HEADERS = {k: v for k, v in UI_MESSAGE_STREAM_HEADERS.items() if k not in ("connection", "content-type")}
 DEMO_STREAMS_KEY = "helix_demo_streams"
 
 
@@ -78,4 +79,4 @@ class DemoEventsView(HelixAPIView):
                 raise StreamNotFoundError(stream_id)
             raise StreamFailedError(stream_id, info.error)
         body = with_keep_alive(wire_events(reader), helix_settings.SSE_KEEPALIVE_SECONDS)
-        return StreamingHttpResponse(body, content_type="text/event-stream", headers=_SSE_HEADERS)
+        return to_django(HandlerResponse(200, dict(UI_MESSAGE_STREAM_HEADERS), body))

@@ -21,6 +21,7 @@ from rest_framework import generics, pagination, serializers
 from rest_framework.request import Request
 
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
+from chat.http.access import caller_of
 from chat.http.handler import HandlerResponse
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
 from chat.models import ChatSession
@@ -181,8 +182,6 @@ class SessionListView(HelixAccessMixin, generics.ListAPIView):  # type: ignore[t
     pagination_class = SessionPagination
 
     def get_queryset(self) -> Any:
-        from chat.http.access import caller_of
-
         caller = caller_of(self.request)
         if caller.user_id is not None:
             return ChatSession.objects.filter(owner_id=caller.user_id).order_by("-updated_at")

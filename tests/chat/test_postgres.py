@@ -20,7 +20,7 @@ from chat.models import ChatSession, PendingCall, Run
 from chat.state.approvals import DecisionRejectedError, ToolAnswer, decide_calls
 from chat.state.store import DjangoStateStore
 from streams.messages import StoredMessage
-from workers.runtime.persistence import PendingCallSpec
+from workers.runtime.persistence import PendingCallSpec, RunOutcome, RunSupersededError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,23 +63,21 @@ def queued_run() -> str:
 def test_concurrent_attempts_claim_a_run_once_and_epochs_only_grow() -> None:
     store = DjangoStateStore()
     run_id = queued_run()
-    claims = at_once(8, lambda i: store._claim_run(run_id, f"worker-{i}", 4.0))
-    won = [c for c in claims if c is not None]
-    assert not [c for c in claims if isinstance(c, Exception)], claims
+    won = claims_of(at_once(8, lambda i: store._claim_run(run_id, f"worker-{i}", 4.0)))
     assert len(won) == 1 and won[0].epoch == 1 and won[0].reason == "start"
     Run.objects.filter(pk=run_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    takeovers = [c for c in at_once(8, lambda i: store._claim_run(run_id, f"rescuer-{i}", 4.0)) if c is not None]
+    takeovers = claims_of(at_once(8, lambda i: store._claim_run(run_id, f"rescuer-{i}", 4.0)))
     assert len(takeovers) == 1 and takeovers[0].reason == "worker_lost"
     run = Run.objects.get(pk=run_id)
-    assert (run.epoch, run.attempt, run.worker) == (2, 2, takeovers[0].run_id and run.worker)
-    with pytest.raises(Exception, match="held by epoch 2"):
-        store._finish_run(run_id, _completed(), epoch=1)  # the first attempt is fenced off
+    assert (run.epoch, run.attempt, takeovers[0].epoch) == (2, 2, 2) and run.worker.startswith("rescuer-")
+    with pytest.raises(RunSupersededError, match="held by epoch 2"):
+        store._finish_run(run_id, RunOutcome("completed"), epoch=1)  # the first attempt is fenced off
 
 
-def _completed() -> Any:
-    from workers.runtime.persistence import RunOutcome
-
-    return RunOutcome("completed")
+def claims_of(results: list[Any]) -> list[Any]:
+    """The attempts that won; an attempt that raised fails the test (losers get ``None``)."""
+    assert not [r for r in results if isinstance(r, Exception)], results
+    return [r for r in results if r is not None]
 
 
 def test_a_decision_applies_once_whatever_the_number_of_tabs() -> None:
