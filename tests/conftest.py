@@ -87,7 +87,7 @@ async def redis_manager(redis_url: str, key_prefix: str) -> AsyncIterator[RedisS
 @pytest.fixture(scope="session")
 def chat_client():  # type: ignore[no-untyped-def]
     """The real AI SDK chat client (Node), for the bridge conformance tests."""
-    from tests.bridge.client import ChatClient
+    from tests.chat.ai_sdk.client import ChatClient
 
     client = ChatClient()
     yield client

@@ -89,7 +89,7 @@ async def test_a_frozen_worker_woken_after_a_takeover_cannot_write_a_single_chun
 
 def _shown(messages: list[dict[str, object]]) -> list[object]:
     """What a page shows of an answer: the content of its parts, without ids or transient data."""
-    from tests.bridge.scenario import content_view, last_reply
+    from tests.chat.ai_sdk.scenario import content_view, last_reply
 
     view = content_view(last_reply(messages))  # type: ignore[arg-type]
     return [
@@ -109,7 +109,7 @@ async def test_the_real_client_following_a_crash_ends_with_the_uncrashed_answer(
     from rest_framework.authtoken.models import Token
 
     from chat.models import Run
-    from tests.bridge.client import LIVE_HARNESS, ChatClient
+    from tests.chat.ai_sdk.client import LIVE_HARNESS, ChatClient
     from tests.chaos.crash import QUESTION
     from tests.live import daphne
 

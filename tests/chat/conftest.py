@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
-from tests.bridge.client import LIVE_HARNESS, ChatClient
+from tests.chat.ai_sdk.client import LIVE_HARNESS, ChatClient
 
 
 @pytest.fixture(scope="module")

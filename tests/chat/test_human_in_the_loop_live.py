@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
 from chat.models import PendingCall, Run
-from tests.bridge.client import ChatClient
+from tests.chat.ai_sdk.client import ChatClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

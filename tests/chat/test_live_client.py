@@ -11,8 +11,8 @@ from urllib.parse import urlparse
 import pytest
 
 from chat.models import Run
-from tests.bridge.client import ChatClient
-from tests.bridge.scenario import last_reply, strict_view
+from tests.chat.ai_sdk.client import ChatClient
+from tests.chat.ai_sdk.scenario import last_reply, strict_view
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -32,7 +32,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.bridge.scenario import last_reply, strict_view
+from tests.chat.ai_sdk.scenario import last_reply, strict_view
 from tests.live import free_port
 
 HOST = Path(__file__).resolve().parent

@@ -9,8 +9,8 @@ from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.transformer import StreamTransformer
 from chat.state.store import DjangoStateStore
 from streams.backends.base import StreamManager
-from tests.bridge.client import ChatClient, sse_response
-from tests.bridge.scenario import collect, last_reply, strict_view
+from tests.chat.ai_sdk.client import ChatClient, sse_response
+from tests.chat.ai_sdk.scenario import collect, last_reply, strict_view
 
 
 async def live_body(streams: StreamManager, session_id: str, start_sequence: int, message_id: str) -> bytes:

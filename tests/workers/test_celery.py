@@ -13,7 +13,7 @@ from chat.state.store import DjangoStateStore
 from helix_site.celery import app as celery_app
 from streams.backends import RedisStreamManager
 from streams.protocol import RunInterrupted
-from tests.bridge.client import ChatClient
+from tests.chat.ai_sdk.client import ChatClient
 from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
 from workers.executors import CeleryExecutor
 

@@ -23,7 +23,7 @@ from streams.protocol import (
     ToolEnd,
     ToolInputError,
 )
-from tests.bridge.client import ChatClient
+from tests.chat.ai_sdk.client import ChatClient
 from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
 from workers.executors import InProcessExecutor
 from workers.llm.base import LLMError

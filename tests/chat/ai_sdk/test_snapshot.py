@@ -10,8 +10,8 @@ from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.state import CheckpointInfo, InMemoryStateStore
 from streams.backends import InMemoryStreamManager
 from streams.protocol import TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamStart, ToolStart
-from tests.bridge.runs import RunSpec, StepSpec, ToolSpec
-from tests.bridge.scenario import SESSION, Scenario
+from tests.chat.ai_sdk.runs import RunSpec, StepSpec, ToolSpec
+from tests.chat.ai_sdk.scenario import SESSION, Scenario
 
 SPEC = RunSpec(
     steps=[

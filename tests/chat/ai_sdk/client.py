@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-HARNESS = Path(__file__).resolve().parent.parent / "js" / "harness.mjs"
+HARNESS = Path(__file__).resolve().parents[2] / "js" / "harness.mjs"
 LIVE_HARNESS = HARNESS.with_name("live.mjs")
 CLIENTS = ("v6", "v6-strict", "v7")
 

@@ -9,7 +9,7 @@ from chat.ai_sdk.replay import create_replay_events, partial_message
 from chat.ai_sdk.sse import encode_ui_events
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.protocol import Chunk, TextDelta, ToolApprovalRequest, ToolOutputDenied, ToolStart
-from tests.bridge.client import CLIENTS, ChatClient, sse_response
+from tests.chat.ai_sdk.client import CLIENTS, ChatClient, sse_response
 
 A = "run-1"
 CALLS: list[Chunk] = [

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.live import daphne
-from tests.test_demo_page import _playwright_loop, browser  # noqa: F401 (the module's Chromium fixtures)
+from tests.helix_site.test_demo_page import _playwright_loop, browser  # noqa: F401 (the module's Chromium fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the server runs on the test database
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from chat.ai_sdk.resume import resume_run_stream
-from tests.bridge.client import CLIENTS, ChatClient, sse_response
-from tests.bridge.runs import RunSpec, StepSpec, ToolSpec
-from tests.bridge.scenario import (
+from tests.chat.ai_sdk.client import CLIENTS, ChatClient, sse_response
+from tests.chat.ai_sdk.runs import RunSpec, StepSpec, ToolSpec
+from tests.chat.ai_sdk.scenario import (
     QUESTION,
     SESSION,
     Scenario,

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chat.ai_sdk.resume import resume_run_stream
-from tests.bridge.client import ChatClient, sse_response
-from tests.bridge.runs import RunSpec, run_specs
-from tests.bridge.scenario import QUESTION, SESSION, Scenario, collect, content_view, last_reply, strict_view
+from tests.chat.ai_sdk.client import ChatClient, sse_response
+from tests.chat.ai_sdk.runs import RunSpec, run_specs
+from tests.chat.ai_sdk.scenario import QUESTION, SESSION, Scenario, collect, content_view, last_reply, strict_view
 
 EXAMPLES = settings(
     max_examples=int(os.environ.get("HELIX_HYPOTHESIS_EXAMPLES", "40")),

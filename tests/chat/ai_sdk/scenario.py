@@ -14,7 +14,7 @@ from chat.ai_sdk.state import InMemoryStateStore, RunInfo
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage
-from tests.bridge.runs import BuiltRun, RunSpec, build_run
+from tests.chat.ai_sdk.runs import BuiltRun, RunSpec, build_run
 
 SESSION = "session-1"
 QUESTION = "What happened?"
