@@ -18,6 +18,8 @@ from django.utils.safestring import SafeString
 
 from chat.ai_sdk.snapshot import without_discarded
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
+from chat.services import resume_answered_run
+from chat.state.approvals import ToolAnswer, decide_calls, run_is_answered
 from streams.backends import get_stream_manager
 from streams.exceptions import HelixError
 from streams.protocol import dump_chunk
@@ -249,13 +251,23 @@ class PendingCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         self._decide(request, queryset, approved=False)
 
     def _decide(self, request: HttpRequest, queryset: Any, *, approved: bool) -> None:
-        from chat.state.approvals import answer_from_admin
-
         for call in queryset.filter(kind=PendingCall.Kind.APPROVAL):
             try:
-                resumed = answer_from_admin(call, approved=approved, user_id=request.user.pk)
+                resumed = _answer(call, approved=approved, user_id=request.user.pk)
             except HelixError as exc:
                 self.message_user(request, f"{call.tool_name}: {exc.message}", messages.ERROR)
                 continue
             verb = "approved" if approved else "denied"
             self.message_user(request, f"{call.tool_name} {verb}" + ("; the run goes on." if resumed else "."))
+
+
+def _answer(call: PendingCall, *, approved: bool, user_id: int | None) -> bool:
+    """A staff decision on a paused call; True when it was the run's last pending call (the run
+    then goes on)."""
+    answer = ToolAnswer(call.tool_call_id, approval_id=str(call.id), approved=approved, reason="decided in the admin")
+    decide_calls(str(call.run_id), [answer], user_id, require_all=False)
+    if not run_is_answered(str(call.run_id)):
+        return False
+    run = call.run
+    async_to_sync(resume_answered_run)(str(run.session_id), str(run.pk), run.agent)
+    return True

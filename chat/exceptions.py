@@ -8,6 +8,8 @@ from streams.exceptions import HelixError
 __all__ = [
     "AuthenticationFailedError",
     "CsrfFailedError",
+    "DecisionExpiredError",
+    "DecisionRejectedError",
     "MethodNotAllowedError",
     "NotAuthenticatedError",
     "PayloadTooLargeError",
@@ -75,3 +77,17 @@ class RateLimitedError(HelixError):
     def __init__(self, retry_after: int, message: str | None = None) -> None:
         self.retry_after = retry_after
         super().__init__(message or f"Too many chat requests; retry in {retry_after} s")
+
+
+class DecisionRejectedError(HelixError):
+    """The answer does not fit a pending call of this run (unknown, already decided, or wrong kind)."""
+
+    code = "DECISION_REJECTED"
+    status_code = 409
+
+
+class DecisionExpiredError(HelixError):
+    """The pending call expired before the answer came."""
+
+    code = "DECISION_EXPIRED"
+    status_code = 410

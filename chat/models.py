@@ -8,10 +8,28 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from chat.state.querysets import CheckpointQuerySet, MessageQuerySet, RunQuerySet, SessionQuerySet
+from chat.ai_sdk.state import ACTIVE_RUN_STATUSES
 from streams.messages import StoredMessage, ToolCall
 
 __all__ = ["ChatSession", "Checkpoint", "Message", "PendingCall", "Run"]
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def active(self) -> RunQuerySet:
+        """Runs that hold their session: queued, running or paused."""
+        return self.filter(status__in=Run.ACTIVE)
+
+    def for_session(self, session_id: Any) -> RunQuerySet:
+        return self.filter(session_id=session_id)
+
+    def latest_first(self) -> RunQuerySet:
+        return self.order_by("-created_at")
+
+
+class MessageQuerySet(models.QuerySet["Message"]):
+    def for_session(self, session_id: Any) -> MessageQuerySet:
+        """The session's messages in conversation order."""
+        return self.filter(session_id=session_id).order_by("position")
 
 
 class ChatSession(models.Model):
@@ -34,8 +52,6 @@ class ChatSession(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = SessionQuerySet.as_manager()
-
     class Meta:
         ordering = ["-updated_at"]
 
@@ -43,18 +59,24 @@ class ChatSession(models.Model):
         return self.title or f"{self.agent} session {str(self.id)[:8]}"
 
 
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    PAUSED = "paused", "paused"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed"
+    INTERRUPTED = "interrupted", "interrupted"
+
+
+ACTIVE_RUN = [status for status in RunStatus if status in ACTIVE_RUN_STATUSES]
+
+
 class Run(models.Model):
     """One execution of the agent in a session: from a user message to an answer (or an error)."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "queued"
-        RUNNING = "running", "running"
-        PAUSED = "paused", "paused"
-        COMPLETED = "completed", "completed"
-        FAILED = "failed", "failed"
-        INTERRUPTED = "interrupted", "interrupted"
-
-    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.PAUSED)
+    Status = RunStatus
+    #: Statuses of a run that holds its session (at most one per session).
+    ACTIVE = ACTIVE_RUN
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="runs")
@@ -85,7 +107,7 @@ class Run(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["session"],
-                condition=models.Q(status__in=["queued", "running", "paused"]),
+                condition=models.Q(status__in=ACTIVE_RUN),
                 name="helix_chat_one_active_run_per_session",
             )
         ]
@@ -168,8 +190,6 @@ class Checkpoint(models.Model):
     message_count = models.PositiveIntegerField()
     stream_sequence = models.BigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = CheckpointQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,4 +1,5 @@
-"""The process's executor, chosen by ``HELIX["EXECUTOR"]`` (``inprocess`` or ``celery``)."""
+"""The process's executor (``HELIX["EXECUTOR"]``: ``inprocess`` or ``celery``) and frontend handler,
+and what needs them both: resuming a run whose paused calls all have their answers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from workers.executors import CeleryExecutor, Executor, InProcessExecutor
 
-__all__ = ["get_executor", "get_handler"]
+__all__ = ["get_executor", "get_handler", "resume_answered_run"]
 
 _executors: dict[str, Executor] = {}
 _handlers: dict[str, FrontendHandler] = {}
@@ -50,6 +51,12 @@ def get_handler() -> FrontendHandler:
         )
         _handlers[kind] = handler
     return handler
+
+
+async def resume_answered_run(session_id: str, run_id: str, agent: str) -> None:
+    """Reopen the paused stream and send the run to a worker: its calls all have answers."""
+    await get_stream_manager().resume_stream(session_id)
+    await get_executor().resume(run_id, agent)
 
 
 def _reset(*, setting: str, **kwargs: object) -> None:

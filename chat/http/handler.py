@@ -191,22 +191,6 @@ class FrontendHandler:
             return HandlerResponse(204)
         return self._stream(body, {"X-Session-Id": session_id})
 
-    async def handle_request(
-        self,
-        method: str,
-        session_id: str,
-        *,
-        body: Any = None,
-        headers: Mapping[str, Any] | None = None,
-        owner_id: int | None = None,
-    ) -> HandlerResponse:
-        """POST starts or continues a run; GET resumes the current one."""
-        if method == "POST":
-            return await self.handle_post(session_id, body, owner_id=owner_id)
-        if method == "GET":
-            return await self.handle_resume(session_id, headers or {})
-        return json_response({"error": f"Method {method} not allowed", "code": "METHOD_NOT_ALLOWED"}, 405)
-
     # -- JSON --------------------------------------------------------------------------------------
 
     async def get_messages(

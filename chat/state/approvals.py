@@ -12,15 +12,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
+from chat.exceptions import DecisionExpiredError, DecisionRejectedError
 from chat.models import PendingCall
 from chat.state.db import db
-from streams.exceptions import HelixError
 
-__all__ = ["DecisionExpiredError", "DecisionRejectedError", "ToolAnswer", "decide", "decide_calls", "run_is_answered"]
+__all__ = ["ToolAnswer", "decide", "decide_calls", "run_is_answered"]
 
 
 @dataclass(frozen=True)
@@ -34,20 +33,6 @@ class ToolAnswer:
     reason: str = ""
     output: Any = None
     error: str = ""
-
-
-class DecisionRejectedError(HelixError):
-    """The answer does not fit a pending call of this run (unknown, already decided, or wrong kind)."""
-
-    code = "DECISION_REJECTED"
-    status_code = 409
-
-
-class DecisionExpiredError(HelixError):
-    """The pending call expired before the answer came."""
-
-    code = "DECISION_EXPIRED"
-    status_code = 410
 
 
 def decide_calls(run_id: str, answers: Iterable[ToolAnswer], user_id: int | None, *, require_all: bool) -> list[str]:
@@ -99,24 +84,3 @@ async def decide(run_id: str, answers: list[ToolAnswer], user_id: int | None) ->
 def run_is_answered(run_id: str) -> bool:
     """True when no call of the run is pending any more."""
     return not PendingCall.objects.filter(run_id=run_id, status=PendingCall.Status.PENDING).exists()
-
-
-async def resume_answered_run(session_id: str, run_id: str, agent: str) -> None:
-    """Reopen the paused stream and send the run to a worker: its calls all have answers."""
-    from chat.services import get_executor
-    from streams.backends import get_stream_manager
-
-    await get_stream_manager().resume_stream(session_id)
-    await get_executor().resume(run_id, agent)
-
-
-def answer_from_admin(call: PendingCall, *, approved: bool, user_id: int | None) -> bool:
-    """A staff decision from the admin; True when it was the run's last pending call (the run
-    then goes on)."""
-    answer = ToolAnswer(call.tool_call_id, approval_id=str(call.id), approved=approved, reason="decided in the admin")
-    decide_calls(str(call.run_id), [answer], user_id, require_all=False)
-    if not run_is_answered(str(call.run_id)):
-        return False
-    run = call.run
-    async_to_sync(resume_answered_run)(str(run.session_id), str(run.pk), run.agent)
-    return True

@@ -21,6 +21,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from chat.models import ChatSession, PendingCall, Run
+from chat.services import resume_answered_run
+from chat.state.approvals import run_is_answered
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError
@@ -79,8 +81,6 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
 
 def _expire_pending_calls(now: datetime) -> int:
     """Deny the calls nobody answered in time; resume the runs left with no pending call."""
-    from chat.state.approvals import resume_answered_run, run_is_answered
-
     expired = PendingCall.objects.filter(status=PendingCall.Status.PENDING, expires_at__lt=now)
     run_ids = set(expired.values_list("run_id", flat=True))
     count = expired.update(status=PendingCall.Status.EXPIRED, decided_at=now)

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from chat.exceptions import DecisionExpiredError, DecisionRejectedError
 from chat.models import ChatSession, Message, PendingCall, Run
-from chat.state.approvals import DecisionExpiredError, DecisionRejectedError, ToolAnswer, decide_calls
+from chat.state.approvals import ToolAnswer, decide_calls
 from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
 from streams.protocol import RunPaused, RunResumed, ToolApprovalRequest, ToolEnd, ToolOutputDenied

@@ -103,7 +103,7 @@ async def test_another_users_resume_is_404_and_unknown_is_204() -> None:
 
 
 async def test_under_another_prefix_resumes_are_still_served_without_django(settings: Any) -> None:
-    settings.ROOT_URLCONF = "tests.chat.assistant_urls"
+    settings.ROOT_URLCONF = "tests.chat.http.assistant_urls"
     session_id, token = await owned_session()
     sent: list[dict[str, Any]] = []
     reached_django: list[str] = []

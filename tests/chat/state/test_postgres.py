@@ -16,8 +16,9 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
+from chat.exceptions import DecisionRejectedError
 from chat.models import ChatSession, PendingCall, Run
-from chat.state.approvals import DecisionRejectedError, ToolAnswer, decide_calls
+from chat.state.approvals import ToolAnswer, decide_calls
 from chat.state.store import DjangoStateStore
 from streams.messages import StoredMessage
 from workers.runtime.persistence import PendingCallSpec, RunOutcome, RunSupersededError
