@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 
 from chat.ai_sdk.state import ACTIVE_RUN_STATUSES
+from chat.session_ids import MAX_SESSION_ID_LENGTH, new_session_id
 from streams.messages import StoredMessage, ToolCall
 
 __all__ = ["ChatSession", "Checkpoint", "Message", "PendingCall", "Run"]
@@ -41,7 +42,13 @@ class ChatSession(models.Model):
         PAUSED = "paused", "paused"
         FAILED = "failed", "failed"
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.CharField(
+        primary_key=True,
+        max_length=MAX_SESSION_ID_LENGTH,
+        default=new_session_id,
+        editable=False,
+        help_text="Chosen by the client or made by the server; see chat.session_ids.",
+    )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="helix_sessions"
     )

@@ -9,7 +9,13 @@ from django.http import HttpRequest, JsonResponse
 __all__ = ["SCHEMA", "schema_view"]
 
 _error = {"$ref": "#/components/schemas/Error"}
-_session = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}}
+_session = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "description": "Letters, digits, '-', '_', '.', ':' (no '..'); a UUID in any spelling is one id.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[A-Za-z0-9_.:-]{1,128}$"},
+}
 _resume_headers = [
     {"name": name, "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0}, "description": text}
     for name, text in (
@@ -103,6 +109,19 @@ SCHEMA: dict[str, Any] = {
     },
     "security": [{"session": []}, {"token": []}],
     "paths": {
+        "/chat": {
+            "post": {
+                "summary": "Start a run in the session the body names (id or sessionId), or in a new one",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}},
+                },
+                "responses": {
+                    "200": {**_stream, "headers": {"X-Session-Id": {"schema": {"type": "string"}}}},
+                    **_errors(400, 401, 403, 404, 409, 413, 429),
+                },
+            },
+        },
         "/chat/{session_id}": {
             "parameters": [_session],
             "post": {

@@ -12,6 +12,7 @@ from chat.http import views
 app_name = "helix"
 
 urlpatterns = [
+    path("chat", views.NewChatView.as_view(), name="chat-new"),
     path("chat/<str:session_id>", views.ChatView.as_view(), name="chat"),
     path("chat/<str:session_id>/stream", views.ChatStreamView.as_view(), name="chat-stream"),
     path("chat/<str:session_id>/snapshot", views.SnapshotView.as_view(), name="chat-snapshot"),

@@ -8,7 +8,6 @@ authentication classes (:mod:`chat.http.pipeline`); this module only decides wha
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,18 +69,15 @@ class HelixCaller(BasePermission):
 
 def session_access(caller: Caller, session_id: str) -> bool:
     """``True`` if the session exists and ``caller`` owns it, ``False`` if it does not exist;
-    raises :class:`SessionNotFoundError` when it belongs to someone else (or the id is malformed).
-    Synchronous: call it on a database thread."""
-    try:
-        key = uuid.UUID(session_id)
-    except ValueError:
-        raise SessionNotFoundError(f"Session {session_id} not found") from None
-    rows = list(ChatSession.objects.filter(pk=key).values_list("owner_id", flat=True)[:1])
+    raises :class:`SessionNotFoundError` when it belongs to someone else. ``session_id`` is
+    canonical (:func:`chat.session_ids.canonical_session_id`). Synchronous: call it on a database
+    thread."""
+    rows = list(ChatSession.objects.filter(pk=session_id).values_list("owner_id", flat=True)[:1])
     if not rows:
         return False
     owner_id = rows[0]
     if caller.user_id is not None and owner_id == caller.user_id:
         return True
-    if caller.user_id is None and owner_id is None and str(key) in caller.anonymous_sessions:
+    if caller.user_id is None and owner_id is None and session_id in caller.anonymous_sessions:
         return True
     raise SessionNotFoundError(f"Session {session_id} not found")

@@ -37,6 +37,7 @@ from chat.exceptions import (
     SessionNotFoundError,
 )
 from chat.http.access import Caller, HelixCaller, caller_of, session_access
+from chat.session_ids import canonical_session_id
 from chat.state.db import db
 from streams.conf import helix_settings
 from streams.exceptions import HelixError, ValidationError
@@ -173,6 +174,8 @@ class HelixAPIView(HelixAccessMixin, APIView):
             handler = getattr(self, method, None) if method in self.http_method_names else None
             if handler is None or method == "options":
                 raise exceptions.MethodNotAllowed(drf_request.method or "")
+            if kwargs.get("session_id") is not None:  # one spelling from here on (see chat.session_ids)
+                kwargs["session_id"] = canonical_session_id(kwargs["session_id"])
             await db(self._prepare)(drf_request, *args, **kwargs)
             response = await handler(drf_request, *args, **kwargs)
         except Exception as exc:

@@ -1,6 +1,7 @@
 """The HTTP surface of Helix chat, mounted wherever the site includes ``chat.urls``.
 
-``chat/<id>``: POST starts or continues a run and streams it, GET resumes it, DELETE removes
+``chat``: POST starts a run in the session the body names (``id`` or ``sessionId``) or in a new
+one; ``chat/<id>``: POST starts or continues a run and streams it, GET resumes it, DELETE removes
 the session; ``chat/<id>/stream`` is the resume URL ``useChat({resume: true})`` calls;
 ``chat/<id>/snapshot``, ``chat/<id>/messages`` and ``chat/<id>/stop``; ``sessions`` lists the
 caller's sessions; ``agents`` the registered agents. Every view runs the one pipeline of
@@ -21,11 +22,12 @@ from rest_framework import generics, pagination, serializers
 from rest_framework.request import Request
 
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
-from chat.http.access import caller_of
+from chat.http.access import caller_of, session_access
 from chat.http.handler import HandlerResponse
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
 from chat.models import ChatSession
 from chat.services import get_handler
+from chat.session_ids import canonical_session_id, new_session_id
 from chat.state.db import db
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
@@ -37,6 +39,7 @@ __all__ = [
     "ChatStreamView",
     "ChatView",
     "MessagesView",
+    "NewChatView",
     "SessionListView",
     "SnapshotView",
     "StopView",
@@ -84,18 +87,46 @@ class _ResumeMixin(HelixAPIView):
         return to_django(await get_handler().handle_resume(session_id, request))
 
 
+async def _post_chat(view: HelixAPIView, request: Request, session_id: str | None) -> HttpResponseBase:
+    """Start or continue a run in ``session_id`` (for ``None``: the session the body names, or a
+    new one) and stream it; the session's id comes back in ``X-Session-Id``."""
+    body = await db(_json_body)(request)
+    caller = view.caller
+    if session_id is None:
+        session_id = _session_of(body)
+        await db(session_access)(caller, session_id)  # a session of someone else is a 404
+    response = await get_handler().handle_post(session_id, body, owner_id=caller.user_id)
+    if response.status == 200 and caller.user_id is None:
+        await caller.remember(session_id)
+    return to_django(response)
+
+
+def _session_of(body: Any) -> str:
+    """The session a POST to ``chat`` names: the AI SDK's chat ``id`` or the seeds' ``sessionId``;
+    a new one when it names none."""
+    if isinstance(body, dict):
+        for field in ("id", "sessionId"):
+            if body.get(field) is not None:
+                return canonical_session_id(body[field], field)
+    return new_session_id()
+
+
+class NewChatView(HelixAPIView):
+    """POST ``chat``: a chat request whose session is in its body (or is new)."""
+
+    throttled_post = True
+
+    async def post(self, request: Request) -> HttpResponseBase:
+        return await _post_chat(self, request, None)
+
+
 class ChatView(_ResumeMixin):
     """POST: start or continue a run and stream it. GET: resume. DELETE: remove the session."""
 
     throttled_post = True
 
     async def post(self, request: Request, session_id: str) -> HttpResponseBase:
-        body = await db(_json_body)(request)
-        caller = self.caller
-        response = await get_handler().handle_post(session_id, body, owner_id=caller.user_id)
-        if response.status == 200 and caller.user_id is None:
-            await caller.remember(session_id)
-        return to_django(response)
+        return await _post_chat(self, request, session_id)
 
     async def delete(self, request: Request, session_id: str) -> HttpResponseBase:
         self.require_session()

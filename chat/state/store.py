@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
+from chat.session_ids import is_session_id
 from chat.state.db import db
 from streams.conf import helix_settings
 from streams.messages import StoredMessage
@@ -29,6 +30,11 @@ from workers.runtime.persistence import (
 )
 
 __all__ = ["DjangoStateStore"]
+
+
+def _session_key(value: str) -> str | None:
+    """``value`` if it is a session id (canonical: the edge made it so), else ``None``."""
+    return value if is_session_id(value) else None
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -63,11 +69,11 @@ class DjangoStateStore(StateStore, RunRecorder):
     # -- StateStore (read by the bridge) ----------------------------------------------------------
 
     async def session_exists(self, session_id: str) -> bool:
-        key = _uuid(session_id)
+        key = _session_key(session_id)
         return key is not None and await db(ChatSession.objects.filter(pk=key).exists)()
 
     async def get_messages(self, session_id: str, offset: int = 0, limit: int | None = None) -> MessagePage:
-        key = _uuid(session_id)
+        key = _session_key(session_id)
         if key is None:
             return MessagePage([], False, 0)
 
@@ -80,14 +86,14 @@ class DjangoStateStore(StateStore, RunRecorder):
         return await db(read)()
 
     async def get_state(self, session_id: str) -> dict[str, Any]:
-        key = _uuid(session_id)
+        key = _session_key(session_id)
         if key is None:
             return {}
         session = await db(ChatSession.objects.filter(pk=key).only("state").first)()
         return dict(session.state) if session else {}
 
     async def get_current_run(self, session_id: str) -> RunInfo | None:
-        key = _uuid(session_id)
+        key = _session_key(session_id)
         if key is None:
             return None
         fields = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
@@ -97,7 +103,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         return _run_info(Run(**dict(zip(fields, rows[0], strict=True))))
 
     async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
-        key = _uuid(session_id)
+        key = _session_key(session_id)
         if key is None:
             return None
 
@@ -126,7 +132,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         message_id: str,
         owner_id: int | None = None,
     ) -> str:
-        key = _uuid(session_id)
+        key = _session_key(session_id)
         if key is None:
             raise UnknownSessionError(f"Invalid session id {session_id!r}")
         try:
@@ -139,7 +145,7 @@ class DjangoStateStore(StateStore, RunRecorder):
     @transaction.atomic
     def _start_run(
         self,
-        key: uuid.UUID,
+        key: str,
         agent: str,
         user_message: StoredMessage | None,
         messages: list[StoredMessage] | None,
@@ -180,7 +186,7 @@ class DjangoStateStore(StateStore, RunRecorder):
         return str(run.id)
 
     async def load_session(self, session_id: str) -> SessionSnapshot:
-        key = _uuid(session_id)
+        key = _session_key(session_id)
 
         def read() -> SessionSnapshot | None:
             session = ChatSession.objects.filter(pk=key).first() if key else None
@@ -369,7 +375,7 @@ class DjangoStateStore(StateStore, RunRecorder):
 
     async def request_stop(self, session_id: str) -> bool:
         """Mark the session's active run interrupted; its runtime stops at the next safe point."""
-        key = _uuid(session_id)
+        key = _session_key(session_id)
         if key is None:
             return False
         query = Run.objects.for_session(key).filter(status__in=["queued", "running"])

@@ -154,7 +154,7 @@ async def test_bad_resume_headers_and_malformed_ids() -> None:
     await read_events(await post(alice, session_id, {"message": "hi"}))
     response = await alice.get(f"/api/chat/{session_id}", headers={"Last-Event-ID": "-3"})
     assert (response.status_code, response.json()["code"]) == (400, "VALIDATION_ERROR")
-    assert (await alice.get("/api/chat/not-a-uuid/snapshot")).status_code == 404
+    assert (await alice.get("/api/chat/not-a-uuid/snapshot")).status_code == 404  # a fine id, no session
     assert (await alice.get(f"/api/chat/{uuid.uuid4()}/snapshot")).status_code == 404
     assert (await alice.get(f"/api/chat/{uuid.uuid4()}")).status_code == 204
 

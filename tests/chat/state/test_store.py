@@ -179,7 +179,7 @@ async def test_messages_and_state_overrides() -> None:
 
 async def test_unknown_and_malformed_session_ids() -> None:
     store = DjangoStateStore()
-    for session_id in (str(uuid.uuid4()), "not-a-uuid"):
+    for session_id in (str(uuid.uuid4()), "not-a-uuid", "a/b", "x" * 300):
         assert not await store.session_exists(session_id)
         assert (await store.get_messages(session_id)).messages == []
         assert await store.get_state(session_id) == {}
@@ -188,7 +188,7 @@ async def test_unknown_and_malformed_session_ids() -> None:
         with pytest.raises(UnknownSessionError):
             await store.load_session(session_id)
     with pytest.raises(UnknownSessionError):
-        await store.start_run("not-a-uuid", "chat", user_message=USER, start_sequence=0, message_id="m")
+        await store.start_run("a/b", "chat", user_message=USER, start_sequence=0, message_id="m")
 
 
 async def test_stop_request_interrupts_the_active_run() -> None:
