@@ -32,17 +32,9 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from streams.backends import redis_scripts
-from streams.backends.base import (
-    TERMINAL,
-    ReadPage,
-    ResumableStreamReader,
-    StreamInfo,
-    StreamManager,
-    StreamStatus,
-    Subscription,
-    WriteBatch,
-    validate_stream_id,
-)
+from streams.backends.base import StreamManager
+from streams.backends.readers import ResumableStreamReader, Subscription
+from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
 from streams.backends.redis_tail import TailHub, TailSubscription
 from streams.exceptions import (
     StreamClosedError,

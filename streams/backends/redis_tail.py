@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from streams.backends.base import Subscription
+from streams.backends.readers import Subscription
 from streams.exceptions import StreamUnavailableError
 from streams.protocol import StoredChunk, decode_chunks, stored_chunks
 
