@@ -31,7 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from streams.backends import redis_scripts
+import streams.backends.redis_scripts as redis_scripts
 from streams.backends.base import StreamManager
 from streams.backends.readers import ResumableStreamReader, Subscription
 from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
