@@ -10,12 +10,12 @@ the store's ``retry_timeout``. Readers are made by ``StreamManager.create_resuma
 from __future__ import annotations
 
 import abc
-import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Protocol
 
 from streams.backends.records import TERMINAL, ReadPage, StreamStatus
+from streams.backoff import Backoff, retry
 from streams.exceptions import SequenceExpiredError, StreamNotFoundError, StreamUnavailableError
 from streams.protocol import Chunk, StoredChunk
 
@@ -181,18 +181,16 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
 
     async def _read(self) -> ReadPage | None:
         """Read the next page, retrying an unreachable backend with backoff for a while."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.manager.retry_timeout
-        delay = 0.05
-        while True:
-            try:
-                return await self.manager._read_page(self.stream_id, self._cursor, self.manager.page_size)
-            except StreamUnavailableError:
-                if loop.time() + delay > deadline:
-                    await self.aclose()
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        store = self.manager
+        try:
+            return await retry(
+                lambda: store._read_page(self.stream_id, self._cursor, store.page_size),
+                StreamUnavailableError,
+                Backoff(timeout=store.retry_timeout),
+            )
+        except StreamUnavailableError:
+            await self.aclose()
+            raise
 
     def _release(self) -> None:
         self._finished = True
