@@ -103,10 +103,6 @@ class TailHub:
         self._commands: set[asyncio.Future[None]] = set()
         self._lock = asyncio.Lock()
 
-    @property
-    def channel_count(self) -> int:
-        return len(self._subscriptions)
-
     def attach(self, subscription: TailSubscription) -> None:
         subscribers = self._subscriptions.setdefault(subscription.channel, set())
         subscribers.add(subscription)
