@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from streams.backends.base import ResumableStreamReader
+from streams.backends.readers import ResumableStreamReader
 from streams.exceptions import ResumePositionError
 from streams.protocol import StreamChunkEvent, StreamEndEvent, StreamFailEvent
 

@@ -16,7 +16,8 @@ from chat.ai_sdk.snapshot import run_chunks
 from chat.ai_sdk.sse import encode_ui_event, ui_message_stream
 from chat.ai_sdk.state import RunInfo
 from chat.ai_sdk.transformer import StreamTransformer
-from streams.backends.base import ResumableStreamReader, StreamManager
+from streams.backends.base import StreamManager
+from streams.backends.readers import ResumableStreamReader
 
 __all__ = ["resume_run_stream"]
 

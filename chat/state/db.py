@@ -25,12 +25,13 @@ import contextvars
 import functools
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
+
+from streams.backoff import Backoff
 
 __all__ = ["db"]
 
@@ -49,18 +50,15 @@ def _connect() -> None:
     """Open the default connection now, waiting while the server refuses connections."""
     connection = connections["default"]
     connection.close_if_health_check_failed()  # CONN_HEALTH_CHECKS: once per call, as per request
-    deadline = time.monotonic() + CONNECT_PATIENCE
-    delay = 0.05
+    backoff = Backoff(timeout=CONNECT_PATIENCE)
     while True:
         try:
             connection.ensure_connection()
             return
         except OperationalError:
             connection.close()
-            if time.monotonic() + delay > deadline:
+            if not backoff.wait_sync():
                 raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
 
 
 def _tidy(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

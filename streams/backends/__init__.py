@@ -13,17 +13,13 @@ from typing import Any
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from streams.backends.base import (
-    ResumableStreamReader,
-    StreamInfo,
-    StreamManager,
-    StreamReader,
-    StreamStatus,
-    StreamWriter,
-)
+from streams.backends.base import StreamManager
 from streams.backends.buffered import BufferedStreamWriter
 from streams.backends.memory import InMemoryStreamManager
+from streams.backends.readers import ResumableStreamReader, StreamReader
+from streams.backends.records import StreamInfo, StreamStatus
 from streams.backends.redis import RedisStreamManager
+from streams.backends.writers import StreamWriter
 from streams.exceptions import ConfigurationError
 
 __all__ = [

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from streams.backends.base import StreamWriter, WriteBatch
+from streams.backends.records import WriteBatch
+from streams.backends.writers import BatchStore, StreamWriter
 from streams.protocol import Chunk
-
-if TYPE_CHECKING:
-    from streams.backends.base import StreamManager
 
 __all__ = ["BufferedStreamWriter"]
 
@@ -32,7 +30,7 @@ class BufferedStreamWriter(StreamWriter):
 
     def __init__(
         self,
-        manager: StreamManager,
+        manager: BatchStore,
         stream_id: str,
         agent_id: str,
         agent_type: str | None,

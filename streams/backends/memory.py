@@ -17,17 +17,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from streams.backends.base import (
-    TERMINAL,
-    ReadPage,
-    ResumableStreamReader,
-    StreamInfo,
-    StreamManager,
-    StreamStatus,
-    Subscription,
-    WriteBatch,
-    validate_stream_id,
-)
+from streams.backends.base import StreamManager
+from streams.backends.readers import ResumableStreamReader, Subscription
+from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
 from streams.exceptions import (
     StreamClosedError,
     StreamNotFoundError,

@@ -31,19 +31,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from streams.backends import redis_scripts
-from streams.backends.base import (
-    TERMINAL,
-    ReadPage,
-    ResumableStreamReader,
-    StreamInfo,
-    StreamManager,
-    StreamStatus,
-    Subscription,
-    WriteBatch,
-    validate_stream_id,
-)
+import streams.backends.redis_scripts as redis_scripts
+from streams.backends.base import StreamManager
+from streams.backends.readers import ResumableStreamReader, Subscription
+from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
 from streams.backends.redis_tail import TailHub, TailSubscription
+from streams.backoff import Backoff, retry
 from streams.exceptions import (
     StreamClosedError,
     StreamNotFoundError,
@@ -181,28 +174,13 @@ class RedisStreamManager(StreamManager):
         """Like :meth:`_call`, retrying an operation that is safe to repeat (a tokened append, a
         status change, a fence) while Redis is unreachable, for up to ``retry_timeout`` seconds:
         a Redis restart costs a pause, not a failed run."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.retry_timeout
-        delay = 0.05
-        while True:
-            try:
-                return await self._call(stream_id, action, epoch)
-            except StreamUnavailableError:
-                if loop.time() + delay > deadline:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        return await retry(
+            lambda: self._call(stream_id, action, epoch), StreamUnavailableError, Backoff(timeout=self.retry_timeout)
+        )
 
     async def _call_idempotent(self, stream_id: str, action: Callable[[], Awaitable[T]]) -> T:
         """Like :meth:`_call`, retrying a read a few times with backoff before giving up."""
-        delay = 0.05
-        for _ in range(3):
-            try:
-                return await self._call(stream_id, action)
-            except StreamUnavailableError:
-                await asyncio.sleep(delay)
-                delay *= 2
-        return await self._call(stream_id, action)
+        return await retry(lambda: self._call(stream_id, action), StreamUnavailableError, Backoff(cap=None, attempts=3))
 
     # -- backend hooks -----------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from streams.backends.base import Subscription
+from streams.backends.readers import Subscription
+from streams.backoff import Backoff
 from streams.exceptions import StreamUnavailableError
 from streams.protocol import StoredChunk, decode_chunks, stored_chunks
 
@@ -103,10 +103,6 @@ class TailHub:
         self._commands: set[asyncio.Future[None]] = set()
         self._lock = asyncio.Lock()
 
-    @property
-    def channel_count(self) -> int:
-        return len(self._subscriptions)
-
     def attach(self, subscription: TailSubscription) -> None:
         subscribers = self._subscriptions.setdefault(subscription.channel, set())
         subscribers.add(subscription)
@@ -184,8 +180,7 @@ class TailHub:
             await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def _run(self) -> None:
-        failing_since: float | None = None
-        delay = 0.05
+        backoff: Backoff | None = None  # while the connection is failing
         pubsub: PubSub | None = None
         try:
             while self._subscriptions:
@@ -195,20 +190,19 @@ class TailHub:
                             pubsub = self._pubsub = self._client.pubsub()
                             await pubsub.subscribe(*self._subscriptions)
                     message = await pubsub.get_message(timeout=None)
-                    failing_since, delay = None, 0.05
+                    backoff = None
                     if message is not None:
                         self._dispatch(message)
                 except _NETWORK_ERRORS as exc:
                     await self._close_pubsub(pubsub)
                     pubsub = None
-                    now = time.monotonic()
-                    failing_since = failing_since or now
-                    if now - failing_since > self._retry_timeout:
+                    backoff = backoff or Backoff(timeout=self._retry_timeout)
+                    delay = backoff.next_delay()
+                    if delay is None:
                         self._fail_all(exc)
                         return
                     logger.warning("stream tail lost its Redis connection (%s); retrying", exc)
                     await asyncio.sleep(delay)
-                    delay = min(delay * 2, 1.0)
         finally:
             await self._close_pubsub(pubsub)
 

@@ -10,15 +10,14 @@ with exponential backoff a bounded number of times, but only before the first to
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
 from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
 from openai import AsyncOpenAI
 
+from streams.backoff import Backoff
 from streams.messages import StoredMessage
 from workers.llm.base import (
     LLM,
@@ -129,15 +128,14 @@ class OpenAIChatModel(LLM):
         return cls(model, **options)
 
     async def _open(self, params: dict[str, Any]) -> Any:
-        for attempt in range(self.max_retries + 1):
+        backoff = Backoff(initial=self.backoff, cap=None, jitter=1.0, attempts=self.max_retries)
+        while True:
             try:
                 return await self.client.chat.completions.create(**params)
             except Exception as exc:
                 error = classify_error(exc)
-                if not error.recoverable or attempt == self.max_retries:
+                if not error.recoverable or not await backoff.wait():
                     raise error from exc
-                await asyncio.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
 
     async def stream(
         self, system_prompt: str, messages: list[StoredMessage], tools: list[ToolDefinition]

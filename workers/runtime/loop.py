@@ -20,7 +20,8 @@ import msgspec
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
-from streams.backends.base import StreamManager, StreamWriter
+from streams.backends.base import StreamManager
+from streams.backends.writers import StreamWriter
 from streams.exceptions import HelixError, StreamSupersededError
 from streams.messages import StoredMessage, ToolCall
 from streams.protocol import RunPaused, RunResumed, TextDelta, Thinking, ToolApprovalRequest, ToolOutputDenied, now_ms
