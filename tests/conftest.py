@@ -74,7 +74,8 @@ async def backend_factory(request: pytest.FixtureRequest, key_prefix: str) -> As
 @pytest.fixture
 async def manager(backend_factory) -> StreamManager:  # type: ignore[no-untyped-def]
     """A stream manager of each backend (memory, redis), with a fresh key prefix."""
-    return await backend_factory()
+    manager: StreamManager = await backend_factory()
+    return manager
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 
@@ -142,7 +143,7 @@ async def test_the_real_client_following_a_crash_ends_with_the_uncrashed_answer(
     finally:
         client.close()
     assert (await Run.objects.aget(pk=run.pk)).attempt == 2
-    resyncs = [d for d in answer["data"] if d.get("type") == "data-stream-resync"]  # type: ignore[union-attr]
+    resyncs = [d for d in cast(list[dict[str, Any]], answer["data"]) if d.get("type") == "data-stream-resync"]
     assert resyncs, "the client never heard of the takeover"
     assert _shown(answer["messages"]) == _shown(reference["messages"])  # type: ignore[arg-type]
 

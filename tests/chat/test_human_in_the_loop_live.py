@@ -105,7 +105,7 @@ def test_a_refresh_while_paused_shows_the_pending_approval(
 
 def post(server: str, path: str, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     url = urlparse(server)
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=10)
     headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
     connection.request("POST", path, json.dumps(body), headers)
     response = connection.getresponse()

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def snapshot(base: str, session_id: str, token: str) -> dict[str, Any]:
     url = urlparse(base)
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=10)
     connection.request("GET", f"/api/chat/{session_id}/snapshot", headers={"Authorization": f"Token {token}"})
     response = connection.getresponse()
     assert response.status == 200, response.read()
@@ -63,7 +63,10 @@ def test_send_and_multi_turn(live_client: ChatClient, helix_server: str, token: 
 
 
 def test_a_dropped_connection_resumes_with_the_helpers(live_client: ChatClient, helix_server: str, token: str) -> None:
-    actions = [{"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400}, {"kind": "resume"}]
+    actions: list[dict[str, Any]] = [
+        {"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400},
+        {"kind": "resume"},
+    ]
     session_id, answer = chat(live_client, helix_server, token, actions, agent="research")
     assert answer["status"] == "ready"
     assert_matches_server(answer, helix_server, session_id, token)
@@ -71,7 +74,10 @@ def test_a_dropped_connection_resumes_with_the_helpers(live_client: ChatClient, 
 
 @pytest.mark.parametrize("client", ["v6", "v6-strict"])
 def test_a_page_refresh_mid_answer(live_client: ChatClient, helix_server: str, token: str, client: str) -> None:
-    actions = [{"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400}, {"kind": "refresh"}]
+    actions: list[dict[str, Any]] = [
+        {"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400},
+        {"kind": "refresh"},
+    ]
     session_id, answer = chat(live_client, helix_server, token, actions, client, "research")
     assert answer["snapshots"][0]["status"] == "active"  # reloaded while the answer was streaming
     assert_matches_server(answer, helix_server, session_id, token)

@@ -55,7 +55,7 @@ def run(argv: list[str], *, timeout: float, **kwargs: Any) -> subprocess.Complet
     try:
         result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{' '.join(argv)} took more than {timeout} s:\n{exc.stdout}\n{exc.stderr}")
+        pytest.fail(f"{' '.join(argv)} took more than {timeout} s:\n{exc.stdout!r}\n{exc.stderr!r}")
     if result.returncode != 0:
         pytest.fail(f"{' '.join(argv)} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
 
 import pytest
 import redis
 
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import RedisStreamManager
+from streams.backoff import Backoff, retry
 from streams.exceptions import StreamUnavailableError
 from streams.protocol import UnknownChunk
 from tests.streams.helpers import text, texts
 
 
-def helix_connections(client: redis.Redis, manager: RedisStreamManager) -> list[dict[str, object]]:
+def helix_connections(client: redis.Redis, manager: RedisStreamManager) -> list[dict[str, Any]]:
     return [c for c in client.client_list() if c.get("name") == manager.client_name]
 
 
@@ -28,7 +30,7 @@ async def test_keys_use_the_prefix_and_one_hash_tag(
     keys = sorted(k.decode() for k in redis_client.scan_iter(match=f"{key_prefix}*"))
     assert keys == [f"{key_prefix}{{chat-1}}:{suffix}" for suffix in ("c", "m", "s")]
     entries = redis_client.xrange(f"{key_prefix}{{chat-1}}:c")
-    assert [entry_id for entry_id, _ in entries] == [b"1-0"]  # the sequence is the entry id
+    assert entries is not None and [entry_id for entry_id, _ in entries] == [b"1-0"]  # the sequence is the entry id
 
 
 async def test_every_key_gets_the_ttl_once_the_stream_ends(
@@ -99,7 +101,9 @@ async def test_live_tail_survives_killed_connections(
                 if kill == "all" or (kill == "pubsub") == is_pubsub:
                     redis_client.client_kill_filter(_id=connection["id"])
             await asyncio.sleep(0.05 * round_)
-        await _retry(lambda: manager.end_stream("s"))
+        await retry(
+            lambda: manager.end_stream("s"), StreamUnavailableError, Backoff(initial=0.05, factor=1, attempts=50)
+        )
         results = await asyncio.wait_for(asyncio.gather(*tasks), 20)
         for sequences in results:
             assert sequences == list(range(1, written + 1))
@@ -109,15 +113,6 @@ async def test_live_tail_survives_killed_connections(
 
 async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
     return [sequence async for _, sequence in reader]
-
-
-async def _retry(action):  # type: ignore[no-untyped-def]
-    for _ in range(50):
-        try:
-            return await action()
-        except StreamUnavailableError:
-            await asyncio.sleep(0.05)
-    return await action()
 
 
 async def test_an_idle_tail_outlives_the_socket_timeout(

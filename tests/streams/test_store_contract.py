@@ -401,8 +401,8 @@ async def test_a_fenced_out_writer_cannot_store_a_single_chunk(manager: StreamMa
     with pytest.raises(StreamSupersededError):
         await manager.fence("f", 1)
     assert await new.write(text("two")) == 2
-    info = await manager.get_stream_info("f")
-    assert info is not None and (info.status, info.latest_sequence, info.epoch) == ("active", 2, 2)
+    state = await manager.get_stream_info("f")
+    assert state is not None and (state.status, state.latest_sequence, state.epoch) == ("active", 2, 2)
     assert [c.delta for c, _ in await manager.get_all_chunks("f")] == ["one", "two"]  # type: ignore[union-attr]
     await manager.end_stream("f", epoch=2)
 

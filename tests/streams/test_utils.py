@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.protocol import CustomEvent, StoredChunk, TextDelta, Thinking
+from streams.protocol import Chunk, CustomEvent, StoredChunk, TextDelta, Thinking
 from streams.utils import (
     collect_all,
     collect_text,
@@ -34,7 +34,7 @@ A1 = TextDelta(agent_id="a", agent_type="main", timestamp=1, delta="Hel")
 B1 = Thinking(agent_id="b", agent_type="researcher", timestamp=2, content="hmm")
 A2 = TextDelta(agent_id="a", agent_type="main", timestamp=3, delta="lo")
 B2 = CustomEvent(agent_id="b", agent_type="researcher", timestamp=4, event_name="progress", data=1)
-ALL = [A1, B1, A2, B2]
+ALL: list[Chunk] = [A1, B1, A2, B2]
 
 
 async def test_filters() -> None:
