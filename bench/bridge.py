@@ -126,7 +126,7 @@ async def bench_snapshot(manager: StreamManager, label: str) -> list[tuple[str, 
         async def once() -> float:
             begin = time.perf_counter()
             snapshot = await build_snapshot(deps, session)
-            assert snapshot is not None and len(snapshot["messages"]) > 300
+            assert snapshot is not None and len(snapshot.messages) > 300
             return time.perf_counter() - begin
 
         await once()

@@ -3,6 +3,8 @@
 Framing follows the AI SDK UI message stream (``ai`` v6): one ``data:`` line of JSON per event,
 an optional ``id:`` line carrying the stream sequence, and a blank line after every event, so the
 last event is never dropped by the client's parser. JSON never contains ``NaN`` or ``Infinity``.
+:func:`encode_event` is the only SSE framer of the project: ``chat.ai_sdk`` frames its events
+with it too.
 """
 
 from __future__ import annotations
@@ -52,30 +54,39 @@ RESUME_HEADERS = ("Last-Event-ID", "X-Resume-From-Sequence", "X-Resume-At")
 MAX_RESUME_POSITION = 2**53 - 1
 """The largest accepted position (the largest integer a JavaScript client holds exactly)."""
 
-_json = msgspec.json.Encoder()
+_encode = msgspec.json.Encoder().encode
 
 
 def _dumps(data: Any) -> bytes:
     if isinstance(data, (bytes, bytearray)):
-        return bytes(data)
-    if isinstance(data, str):
-        return data.encode()
-    if isinstance(data, msgspec.Struct):
-        return _json.encode(data)
-    return json.dumps(data, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+        payload = bytes(data)
+    elif isinstance(data, str):
+        payload = data.encode()
+    else:
+        payload = json.dumps(data, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode()
+    if b"\n" in payload or b"\r" in payload:
+        raise ValueError("SSE data must be a single line")
+    return payload
 
 
 def encode_event(data: Any, *, id: int | str | None = None, event: str | None = None) -> bytes:
-    """One SSE event: ``data`` as JSON (bytes and str are sent as they are), then a blank line.
+    """One SSE event: an optional ``id:`` and ``event:`` line, ``data:`` and a blank line.
 
-    Raises ``ValueError`` for data holding NaN or infinities, which clients reject.
+    This is the one SSE framer: Helix wire events and AI SDK UI message stream events alike. A
+    ``msgspec.Struct`` (a typed event) is written as msgspec's compact UTF-8 JSON, always one line,
+    with NaN and infinities as ``null``. Bytes and str are sent as they are; anything else is
+    written as JSON, and raises ``ValueError`` when it holds NaN or infinities, which clients
+    reject, or when bytes or str would span lines.
     """
-    payload = _dumps(data)
-    if b"\n" in payload or b"\r" in payload:
-        raise ValueError("SSE data must be a single line")
-    head = b""
-    if id is not None:
-        head += b"id: %s\n" % str(id).encode()
+    # The hot path (a typed event with a sequence) first; `hasattr` is a cheaper Struct test than
+    # `isinstance`, which goes through StructMeta.
+    payload = _encode(data) if hasattr(data, "__struct_fields__") else _dumps(data)
+    if event is None:
+        if type(id) is int:
+            return b"id: %d\ndata: %s\n\n" % (id, payload)
+        if id is None:
+            return b"data: " + payload + b"\n\n"
+    head = b"" if id is None else b"id: %s\n" % str(id).encode()
     if event is not None:
         head += b"event: %s\n" % event.encode()
     return head + b"data: " + payload + b"\n\n"

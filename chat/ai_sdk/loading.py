@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from chat.ai_sdk.messages import IdGenerator, UIMessage, convert_to_core_ui_messages, convert_to_ui_messages
+from chat.ai_sdk.messages import CoreUIMessage, IdGenerator, convert_to_core_ui_messages, convert_to_ui_messages
 from chat.ai_sdk.state import StateStore
+from chat.ai_sdk.ui_messages import UIMessage
 from streams.exceptions import ValidationError
 from streams.messages import StoredMessage
 
@@ -73,7 +74,7 @@ async def load_core_ui_messages(
     include_reasoning: bool = True,
     include_tool_results: bool = True,
     generate_id: IdGenerator | None = None,
-) -> list[UIMessage]:
+) -> list[CoreUIMessage]:
     """Every message of the session in the core format."""
     messages = await _all_messages(store, session_id)
     return convert_to_core_ui_messages(messages, generate_id, include_reasoning, include_tool_results)
@@ -105,7 +106,7 @@ class UIMessageStore:
             self.store, session_id, self.include_reasoning, self.include_tool_results, self.generate_id
         )
 
-    async def get_core_ui_messages(self, session_id: str) -> list[UIMessage]:
+    async def get_core_ui_messages(self, session_id: str) -> list[CoreUIMessage]:
         return await load_core_ui_messages(
             self.store, session_id, self.include_reasoning, self.include_tool_results, self.generate_id
         )

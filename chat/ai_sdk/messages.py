@@ -1,31 +1,70 @@
-"""Storage messages → AI SDK v6 UIMessages (and the framework-agnostic core format).
+"""Stored messages and in-flight content → AI SDK v6 UI messages (and the framework-agnostic
+core format).
 
 Rules: system and user messages become one text part; an assistant message becomes a
 reasoning part, a text part and one tool part per call, in that order; ``tool`` messages are
 merged into the matching tool part and never appear on their own; results without a matching
 call are dropped; a result that is not JSON is kept as the raw string. Text and reasoning parts
-are ``state: "done"``, as the client leaves them once a block ends.
+are ``state: "done"``, as the client leaves them once a block ends. A run still in flight is shown
+as one ``-partial`` assistant message built from its partial content (:func:`partial_message`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
+import msgspec
+
+from chat.ai_sdk.partial import PartialContent, TextSegment, ToolSegment
+from chat.ai_sdk.ui_messages import (
+    DynamicToolUIPart,
+    PartState,
+    ReasoningUIPart,
+    TextUIPart,
+    ToolApproval,
+    ToolState,
+    ToolUIPart,
+    UIMessage,
+    UIMessagePart,
+    UIRole,
+)
 from streams.messages import StoredMessage, ToolCall
 
 __all__ = [
     "PARTIAL_SUFFIX",
-    "UIMessage",
+    "CoreUIMessage",
+    "ToolInvocationPart",
     "convert_to_core_ui_messages",
     "convert_to_ui_messages",
     "merge_assistant_messages",
+    "partial_message",
 ]
 
-UIMessage = dict[str, Any]
 IdGenerator = Callable[[int, StoredMessage], str]
 PARTIAL_SUFFIX = "-partial"
+Outcome = Literal["pending", "completed", "error"]
+
+
+class ToolInvocationPart(msgspec.Struct, tag_field="type", tag="tool-invocation", kw_only=True, rename="camel"):
+    """A tool call in the core format (Helix's own, no AI SDK type): ``error`` holds the message."""
+
+    tool_call_id: str
+    tool_name: str
+    input: Any
+    state: Outcome
+    output: Any = msgspec.UNSET
+    error: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class CoreUIMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A message in the core format: text and reasoning parts carry no state."""
+
+    id: str
+    role: UIRole
+    parts: list[TextUIPart | ReasoningUIPart | ToolInvocationPart]
+    metadata: Any = None
 
 
 def _default_id(index: int, message: StoredMessage) -> str:
@@ -39,7 +78,7 @@ def _parse_result(content: str) -> Any:
         return content  # malformed JSON: keep the raw string
 
 
-def _results(messages: Iterable[StoredMessage]) -> dict[str, StoredMessage]:
+def _results(messages: Sequence[StoredMessage]) -> dict[str, StoredMessage]:
     results: dict[str, StoredMessage] = {}
     for message in messages:
         if message.role == "tool" and message.tool_call_id and message.tool_call_id not in results:
@@ -47,46 +86,49 @@ def _results(messages: Iterable[StoredMessage]) -> dict[str, StoredMessage]:
     return results
 
 
-def _tool_error(result: StoredMessage) -> str | None:
+def _outcome(result: StoredMessage | None) -> tuple[Outcome, Any]:
+    """Where a call stands, with its output or error message."""
+    if result is None:
+        return "pending", None
     error = result.metadata.get("error")
     if error is None or error is False:
-        return None
-    return error if isinstance(error, str) else (result.content or "Tool failed")
+        return "completed", _parse_result(result.content)
+    return "error", error if isinstance(error, str) else (result.content or "Tool failed")
 
 
-def _tool_part(call: ToolCall, result: StoredMessage | None, style: Literal["dynamic", "static"]) -> dict[str, Any]:
+_UI_STATES: dict[Outcome, ToolState] = {
+    "pending": "input-available",
+    "completed": "output-available",
+    "error": "output-error",
+}
+
+
+def _tool_part(call: ToolCall, result: StoredMessage | None, style: Literal["dynamic", "static"]) -> UIMessagePart:
+    outcome, value = _outcome(result)
+    state = _UI_STATES[outcome]
+    part: DynamicToolUIPart | ToolUIPart
     if style == "dynamic":
-        part: dict[str, Any] = {"type": "dynamic-tool", "toolName": call.name, "toolCallId": call.id}
+        part = DynamicToolUIPart(call.name, tool_call_id=call.id, state=state, input=call.arguments)
     else:
-        part = {"type": f"tool-{call.name}", "toolCallId": call.id}
-    part["input"] = call.arguments
-    if result is None:
-        part["state"] = "input-available"
-    elif (error := _tool_error(result)) is not None:
-        part["state"] = "output-error"
-        part["errorText"] = error
-    else:
-        part["state"] = "output-available"
-        part["output"] = _parse_result(result.content)
+        part = ToolUIPart(f"tool-{call.name}", tool_call_id=call.id, state=state, input=call.arguments)
+    if outcome == "completed":
+        part.output = value
+    elif outcome == "error":
+        part.error_text = value
     return part
 
 
-def _core_tool_part(call: ToolCall, result: StoredMessage | None) -> dict[str, Any]:
-    part: dict[str, Any] = {
-        "type": "tool-invocation",
-        "toolCallId": call.id,
-        "toolName": call.name,
-        "input": call.arguments,
-    }
-    if result is None:
-        part["state"] = "pending"
-    elif (error := _tool_error(result)) is not None:
-        part["state"] = "error"
-        part["error"] = error
-    else:
-        part["state"] = "completed"
-        part["output"] = _parse_result(result.content)
+def _core_tool_part(call: ToolCall, result: StoredMessage | None) -> ToolInvocationPart:
+    outcome, value = _outcome(result)
+    part = ToolInvocationPart(tool_call_id=call.id, tool_name=call.name, input=call.arguments, state=outcome)
+    if outcome == "completed":
+        part.output = value
+    elif outcome == "error":
+        part.error = value
     return part
+
+
+_Fields = tuple[str, UIRole, list[Any], dict[str, Any] | None]
 
 
 def _convert(
@@ -94,31 +136,29 @@ def _convert(
     generate_id: IdGenerator | None,
     include_reasoning: bool,
     include_tool_results: bool,
-    tool_part: Callable[[ToolCall, StoredMessage | None], dict[str, Any]],
-    done: dict[str, str],
+    tool_part: Callable[[ToolCall, StoredMessage | None], Any],
+    done: PartState | None,
     first_index: int,
-) -> list[UIMessage]:
+) -> Iterator[_Fields]:
+    """The id, role, parts and metadata of each converted message."""
     make_id = generate_id or _default_id
     results = _results(messages) if include_tool_results else {}
-    converted: list[UIMessage] = []
     for index, message in enumerate(messages, start=first_index):
-        if message.role == "tool":
+        role = message.role
+        if role == "tool":
             continue
-        parts: list[dict[str, Any]]
-        if message.role != "assistant":
-            parts = [{"type": "text", "text": message.content}]
+        parts: list[Any]
+        if role != "assistant":
+            parts = [TextUIPart(text=message.content)]
         else:
             parts = []
             if include_reasoning and message.reasoning:
-                parts.append({"type": "reasoning", "text": message.reasoning, **done})
+                parts.append(ReasoningUIPart(text=message.reasoning, state=done))
             if message.content:
-                parts.append({"type": "text", "text": message.content, **done})
+                parts.append(TextUIPart(text=message.content, state=done))
             parts += [tool_part(call, results.get(call.id)) for call in message.tool_calls]
-        ui: UIMessage = {"id": message.id or make_id(index, message), "role": message.role, "parts": parts}
-        if message.metadata:
-            ui["metadata"] = dict(message.metadata)
-        converted.append(ui)
-    return converted
+        metadata = dict(message.metadata) if message.metadata else None
+        yield message.id or make_id(index, message), role, parts, metadata
 
 
 def convert_to_ui_messages(
@@ -134,12 +174,11 @@ def convert_to_ui_messages(
     ``tool-{name}`` parts). Ids: the message's own, else ``generate_id(index, message)`` (default
     ``msg-{index}``, the index counted from ``first_index``)."""
 
-    def tool_part(call: ToolCall, result: StoredMessage | None) -> dict[str, Any]:
+    def tool_part(call: ToolCall, result: StoredMessage | None) -> UIMessagePart:
         return _tool_part(call, result, tool_parts)
 
-    return _convert(
-        messages, generate_id, include_reasoning, include_tool_results, tool_part, {"state": "done"}, first_index
-    )
+    converted = _convert(messages, generate_id, include_reasoning, include_tool_results, tool_part, "done", first_index)
+    return [UIMessage(id=id, role=role, parts=parts, metadata=metadata) for id, role, parts, metadata in converted]
 
 
 def convert_to_core_ui_messages(
@@ -149,10 +188,55 @@ def convert_to_core_ui_messages(
     include_tool_results: bool = True,
     *,
     first_index: int = 0,
-) -> list[UIMessage]:
+) -> list[CoreUIMessage]:
     """The framework-agnostic core format: ``tool-invocation`` parts whose ``state`` is
     ``pending``, ``completed`` or ``error`` (``executing`` exists only live), errors in ``error``."""
-    return _convert(messages, generate_id, include_reasoning, include_tool_results, _core_tool_part, {}, first_index)
+    converted = _convert(
+        messages, generate_id, include_reasoning, include_tool_results, _core_tool_part, None, first_index
+    )
+    return [CoreUIMessage(id=id, role=role, parts=parts, metadata=metadata) for id, role, parts, metadata in converted]
+
+
+_PARTIAL_STATES: dict[str, ToolState] = {
+    "streaming": "input-streaming",
+    "pending": "input-available",
+    "executing": "input-available",
+    "approval": "approval-requested",
+    "completed": "output-available",
+    "error": "output-error",
+    "denied": "output-denied",
+}
+
+
+def _partial_tool_part(tool: ToolSegment) -> DynamicToolUIPart:
+    part = DynamicToolUIPart(tool.tool_name, tool_call_id=tool.tool_call_id, state=_PARTIAL_STATES[tool.state])
+    part.input = None if tool.state == "streaming" else tool.input
+    if tool.state == "completed":
+        part.output = tool.output
+    elif tool.state == "error":
+        part.error_text = tool.error or "Tool failed"
+    elif tool.state == "approval":
+        part.approval = ToolApproval(id=tool.approval_id or "")
+    return part
+
+
+def partial_message(content: PartialContent, message_id: str, *, unfinished_tools: bool = True) -> UIMessage:
+    """The UI message a snapshot shows for in-flight content when it is not replayed.
+
+    With ``unfinished_tools=False`` it stops before the first call still in flight: a stream
+    resumed without replay re-announces the calls from there
+    (:func:`~chat.ai_sdk.replay.unfinished_tool_events`), so each shows once and in order.
+    """
+    segments = content.segments if unfinished_tools else content.segments[: content.first_unfinished()]
+    parts: list[UIMessagePart] = []
+    for segment in segments:
+        if isinstance(segment, ToolSegment):
+            parts.append(_partial_tool_part(segment))
+        elif segment.text:
+            state: PartState = "streaming" if segment.open else "done"
+            kind = TextUIPart if isinstance(segment, TextSegment) else ReasoningUIPart
+            parts.append(kind(text=segment.text, state=state))
+    return UIMessage(id=message_id, role="assistant", parts=parts)
 
 
 def merge_assistant_messages(
@@ -163,35 +247,32 @@ def merge_assistant_messages(
     Parts are concatenated in order; with ``deduplicate_tools`` the first part of each
     ``toolCallId`` is kept; with ``filter_empty_text`` empty text parts are dropped. The merged
     message has the first message's id and metadata; if a merged message was a partial one (id
-    ending in ``-partial``), the merged id keeps that suffix.
+    ending in ``-partial``), the merged id keeps that suffix. The messages given are not changed.
     """
     merged: list[UIMessage] = []
     for message in messages:
         previous = merged[-1] if merged else None
-        if previous is not None and previous["role"] == "assistant" and message["role"] == "assistant":
-            previous["parts"].extend(message["parts"])
-            if str(message["id"]).endswith(PARTIAL_SUFFIX) and not str(previous["id"]).endswith(PARTIAL_SUFFIX):
-                previous["id"] = f"{previous['id']}{PARTIAL_SUFFIX}"
+        if previous is not None and previous.role == "assistant" and message.role == "assistant":
+            previous.parts.extend(message.parts)
+            if message.id.endswith(PARTIAL_SUFFIX) and not previous.id.endswith(PARTIAL_SUFFIX):
+                previous.id += PARTIAL_SUFFIX
             continue
-        copy = dict(message)
-        copy["parts"] = list(message["parts"])
-        merged.append(copy)
+        merged.append(msgspec.structs.replace(message, parts=list(message.parts)))
     for message in merged:
-        if message["role"] == "assistant":
-            message["parts"] = _clean_parts(message["parts"], deduplicate_tools, filter_empty_text)
+        if message.role == "assistant":
+            message.parts = _clean_parts(message.parts, deduplicate_tools, filter_empty_text)
     return merged
 
 
-def _clean_parts(parts: list[dict[str, Any]], deduplicate_tools: bool, filter_empty_text: bool) -> list[dict[str, Any]]:
+def _clean_parts(parts: list[UIMessagePart], deduplicate_tools: bool, filter_empty_text: bool) -> list[UIMessagePart]:
     seen: set[str] = set()
-    kept: list[dict[str, Any]] = []
+    kept: list[UIMessagePart] = []
     for part in parts:
-        if filter_empty_text and part.get("type") == "text" and not part.get("text"):
+        if filter_empty_text and isinstance(part, TextUIPart) and not part.text:
             continue
-        call_id = part.get("toolCallId")
-        if deduplicate_tools and call_id is not None:
-            if call_id in seen:
+        if deduplicate_tools and isinstance(part, (DynamicToolUIPart, ToolUIPart)):
+            if part.tool_call_id in seen:
                 continue
-            seen.add(call_id)
+            seen.add(part.tool_call_id)
         kept.append(part)
     return kept

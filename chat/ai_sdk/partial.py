@@ -29,6 +29,7 @@ from streams.protocol import (
 __all__ = ["PartialContent", "ReasoningSegment", "TextSegment", "ToolSegment", "rebuild_partial_content"]
 
 ToolState = Literal["streaming", "pending", "executing", "approval", "completed", "error", "denied"]
+_IN_FLIGHT: frozenset[ToolState] = frozenset({"streaming", "pending", "executing", "approval"})
 
 
 @dataclass
@@ -80,6 +81,14 @@ class PartialContent:
 
     def is_empty(self) -> bool:
         return not any(s.text if not isinstance(s, ToolSegment) else True for s in self.segments)
+
+    def first_unfinished(self) -> int:
+        """Index of the first segment that is a call still in flight (arguments streaming or no
+        result yet); ``len(segments)`` when there is none."""
+        for index, segment in enumerate(self.segments):
+            if isinstance(segment, ToolSegment) and segment.state in _IN_FLIGHT:
+                return index
+        return len(self.segments)
 
 
 class _Builder:

@@ -5,19 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from chat.ai_sdk.events import UIMessageChunk
 from chat.ai_sdk.partial import rebuild_partial_content
-from chat.ai_sdk.replay import (
-    continue_transformer,
-    create_replay_events,
-    has_replay_content,
-    unfinished_tool_events,
-)
+from chat.ai_sdk.replay import has_replay_content, replay_events, unfinished_tool_events
 from chat.ai_sdk.snapshot import run_chunks
-from chat.ai_sdk.sse import encode_ui_event, ui_message_stream
+from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.state import RunInfo
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends.base import StreamManager
 from streams.backends.readers import ResumableStreamReader
+from streams.sse import encode_event
 
 __all__ = ["resume_run_stream"]
 
@@ -65,29 +62,20 @@ async def _resumed(
     if content_replay:
         # `start` needs only the message id: send it before reading the run's content, so the
         # client hears back at once however long the run is.
-        message_id = transformer.message_id or transformer.generate_message_id(None)
-        yield encode_ui_event({"type": "start", "messageId": message_id}, position)
-        content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
-        events, message_id, text_block, reasoning_block = create_replay_events(
-            content, lambda: transformer.new_block_id("replay"), lambda agent: message_id
-        )
-        continue_transformer(transformer, content, message_id, text_block, reasoning_block)
-        events = events[1:]  # its start went out already
+        yield b"".join([encode_event(event, id=position) for event in transformer.start()])
+    content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
+    events: list[UIMessageChunk] = []
+    if content_replay:
+        events, text_block, reasoning_block = replay_events(content, lambda: transformer.new_block_id("replay"))
+        transformer.resume_from(content, text_block=text_block, reasoning_block=reasoning_block)
     else:
         # The client shows the content in the snapshot's -partial message. No `start`: a
         # 6.0.304+ client resets a message whose id `start` names (the stored steps carry the
         # run's id) and so appends a fresh one, an older client continues the partial one.
         # Either way the calls still in flight are re-announced where the results will land.
-        content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
-        transformer.agent_id = content.agent_id
-        events = []
         if run.step_count == 0 and not has_replay_content(content):
-            transformer._start(events, content.agent_id)  # nothing shown yet: name the message
-        transformer.started = True
+            events = transformer.start(content.agent_id)  # nothing shown yet: name the message
         events += unfinished_tool_events(content)
-        for event in events:
-            if event["type"] == "tool-input-start":
-                transformer.tools_started.add(event["toolCallId"])
-        transformer.tools_known.update(tool.tool_call_id for tool in content.tool_calls)
+        transformer.resume_from(content)
     async for part in ui_message_stream(reader.batches(), transformer, head=[(event, position) for event in events]):
         yield part

@@ -10,15 +10,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from chat.ai_sdk.loading import load_all_ui_messages
-from chat.ai_sdk.messages import PARTIAL_SUFFIX, convert_to_ui_messages, merge_assistant_messages
+from chat.ai_sdk.messages import PARTIAL_SUFFIX, convert_to_ui_messages, merge_assistant_messages, partial_message
 from chat.ai_sdk.partial import rebuild_partial_content
-from chat.ai_sdk.replay import has_replay_content, partial_message
+from chat.ai_sdk.replay import has_replay_content
 from chat.ai_sdk.state import RunInfo, StateStore
+from chat.ai_sdk.ui_messages import UIMessage
 from streams.backends.base import StreamManager
+from streams.backends.records import StreamStatus
 from streams.protocol import StepCommitted, StepDiscarded, StoredChunk, now_ms
 
-__all__ = ["SnapshotDeps", "build_snapshot", "run_chunks"]
+__all__ = ["Snapshot", "SnapshotDeps", "build_snapshot", "run_chunks"]
+
+
+class Snapshot(msgspec.Struct, kw_only=True, rename="camel"):
+    """What a page needs to render a session and resume its stream (camelCase on the wire).
+
+    ``messages``: the merged UI messages. ``stream_sequence``: resume from here.
+    ``start_sequence``: the current run's first chunk follows it. ``status``: of the stream
+    (``active``, ``paused``, ``ended``, ``failed``). ``existing_message_id``: the in-flight
+    response's message id.
+    """
+
+    messages: list[UIMessage]
+    state: dict[str, Any]
+    stream_sequence: int
+    start_sequence: int
+    status: StreamStatus
+    checkpoint_id: str | None
+    existing_message_id: str | None
+    timestamp: int
 
 
 @dataclass(frozen=True)
@@ -64,13 +87,8 @@ def _uncommitted(chunks: list[StoredChunk], loaded_messages: int, run: RunInfo) 
 
 async def build_snapshot(
     deps: SnapshotDeps, session_id: str, include_partial_content: bool | None = None
-) -> dict[str, Any] | None:
+) -> Snapshot | None:
     """The session's snapshot, or ``None`` for an unknown session.
-
-    Keys: ``messages`` (merged UI messages), ``state``, ``streamSequence`` (resume from here),
-    ``startSequence`` (the current run's first chunk follows it), ``status`` (of the stream:
-    ``active``, ``paused``, ``ended``, ``failed``), ``checkpointId``, ``existingMessageId`` (the
-    in-flight response's message id) and ``timestamp``.
 
     While a run is in flight its content is either replayed by the resumed stream (content replay
     on: the messages then end before the run's output, so nothing is shown twice) or included as
@@ -109,13 +127,13 @@ async def build_snapshot(
         messages = (
             await load_all_ui_messages(store, session_id) if page.has_more else convert_to_ui_messages(page.messages)
         )
-    return {
-        "messages": merge_assistant_messages(messages),
-        "state": state,
-        "streamSequence": sequence,
-        "startSequence": run.start_sequence if run is not None else 0,
-        "status": status,
-        "checkpointId": checkpoint.checkpoint_id if checkpoint is not None else None,
-        "existingMessageId": existing_message_id,
-        "timestamp": now_ms(),
-    }
+    return Snapshot(
+        messages=merge_assistant_messages(messages),
+        state=state,
+        stream_sequence=sequence,
+        start_sequence=run.start_sequence if run is not None else 0,
+        status=status,
+        checkpoint_id=checkpoint.checkpoint_id if checkpoint is not None else None,
+        existing_message_id=existing_message_id,
+        timestamp=now_ms(),
+    )

@@ -1,62 +1,47 @@
-"""UI message stream events → SSE bytes, the body of a ``useChat`` response."""
+"""The SSE body of a ``useChat`` response: stored chunks → transformed events → framed bytes.
+
+Framing is :func:`streams.sse.encode_event`'s, the one SSE framer; this module only drives the
+transformer over a reader's batches and ends the body the way AI SDK servers do.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
-import msgspec
-
-from chat.ai_sdk.transformer import StreamTransformer, UIEvent
+from chat.ai_sdk.events import FinishReason, UIMessageChunk
+from chat.ai_sdk.transformer import StreamTransformer
 from streams.protocol import Chunk
-from streams.sse import DONE
+from streams.sse import DONE, encode_event
 
-__all__ = ["encode_ui_event", "encode_ui_events", "ui_message_stream"]
-
-_encode = msgspec.json.Encoder().encode
-
-
-def encode_ui_event(event: UIEvent, sequence: int | None = None) -> bytes:
-    """One event as SSE: ``id: <sequence>`` when it comes from a stored chunk, then ``data:``.
-
-    JSON is compact UTF-8; NaN and infinities cannot appear (they are stored as ``null``), so the
-    client's strict parser accepts every payload.
-    """
-    if sequence is None:
-        return b"data: " + _encode(event) + b"\n\n"
-    return b"id: %d\ndata: %s\n\n" % (sequence, _encode(event))
-
-
-def encode_ui_events(events: Iterable[UIEvent], sequence: int | None = None) -> bytes:
-    """Several events with the same (optional) sequence."""
-    return b"".join([encode_ui_event(event, sequence) for event in events])
+__all__ = ["ui_message_stream"]
 
 
 async def ui_message_stream(
     chunks: AsyncIterable[tuple[Chunk, int] | Iterable[tuple[Chunk, int]]],
     transformer: StreamTransformer,
     *,
-    head: Iterable[tuple[UIEvent, int | None]] = (),
-    finish_reason: str | None = None,
+    head: Iterable[tuple[UIMessageChunk, int | None]] = (),
+    finish_reason: FinishReason | None = None,
 ) -> AsyncIterator[bytes]:
     """SSE bytes for ``(chunk, sequence)`` pairs (or batches of them, as ``reader.batches()``
-    yields): ``head`` events first (content replay), the transformed chunks with ``id:`` lines,
-    then ``finalize()``'s events and ``data: [DONE]``. The body ends when this generator does;
-    closing it early closes ``chunks`` (and so the reader behind them)."""
+    yields): ``head`` events first (content replay), the transformed chunks with ``id:`` lines
+    carrying their sequence, then ``finalize()``'s events and ``data: [DONE]``. The body ends when
+    this generator does; closing it early closes ``chunks`` (and so the reader behind them)."""
+    transform = transformer.transform
     try:
-        head_bytes = b"".join([encode_ui_event(event, sequence) for event, sequence in head])
+        head_bytes = b"".join([encode_event(event, id=sequence) for event, sequence in head])
         if head_bytes:
             yield head_bytes
         async for item in chunks:
             batch: Any = (item,) if _is_pair(item) else item
             parts: list[bytes] = []
             for chunk, sequence in batch:
-                events, _ = transformer.transform(chunk, sequence)
-                for event in events:
-                    parts.append(encode_ui_event(event, sequence))
+                for event in transform(chunk)[0]:
+                    parts.append(encode_event(event, id=sequence))
             if parts:
                 yield b"".join(parts)
-        yield encode_ui_events(transformer.finalize(finish_reason)) + DONE
+        yield b"".join([encode_event(event) for event in transformer.finalize(finish_reason)]) + DONE
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:  # a client that left: close the reader behind the chunks

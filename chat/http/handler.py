@@ -135,8 +135,10 @@ class FrontendHandler:
         reader = await self.streams.create_resumable_reader(session_id, position)
         if reader is None:
             return error_response(StreamFailedError(session_id, "the run failed to resume"))
-        transformer = StreamTransformer(message_id=run.message_id, **self.transformer_options)
-        transformer.tools_known.update(answered)  # their results land on the calls the client shows
+        # The answered calls are on the client already: their results land on them.
+        transformer = StreamTransformer(
+            message_id=run.message_id, known_tool_calls=answered, **self.transformer_options
+        )
         return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": session_id})
 
     async def _execute(self, session_id: str, request: ChatInput, owner_id: int | None) -> Any:
@@ -201,14 +203,17 @@ class FrontendHandler:
         include_reasoning: bool = True,
         include_tool_results: bool = True,
     ) -> dict[str, Any]:
+        """A page of UI messages, as JSON-ready builtins."""
         messages, has_more = await load_ui_messages(
             self.store, session_id, offset, limit, include_reasoning, include_tool_results
         )
-        return {"messages": messages, "hasMore": has_more, "offset": offset, "limit": limit}
+        return {"messages": msgspec.to_builtins(messages), "hasMore": has_more, "offset": offset, "limit": limit}
 
     async def get_snapshot(self, session_id: str, include_partial_content: bool | None = None) -> dict[str, Any] | None:
+        """The session's snapshot as JSON-ready builtins, or ``None`` for an unknown session."""
         deps = SnapshotDeps(self.store, self.streams, self.content_replay)
-        return await build_snapshot(deps, session_id, include_partial_content)
+        snapshot = await build_snapshot(deps, session_id, include_partial_content)
+        return None if snapshot is None else msgspec.to_builtins(snapshot)  # type: ignore[no-any-return]
 
 
 def create_frontend_handler(

@@ -194,4 +194,4 @@ async def test_a_chunk_of_an_unknown_type_is_skipped_not_fatal(
     assert "unknown type 'hologram'" in caplog.text
     transformer = StreamTransformer(message_id="m")
     events = [event for chunk, sequence in items for event in transformer.transform(chunk, sequence)[0]]
-    assert [e["type"] for e in events] == ["start", "text-start", "text-delta", "text-delta"]
+    assert [type(e).__name__ for e in events] == ["StartChunk", "TextStartChunk", "TextDeltaChunk", "TextDeltaChunk"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.transformer import StreamTransformer
@@ -23,7 +25,7 @@ async def live_body(streams: StreamManager, session_id: str, start_sequence: int
 async def stored_reply(store: DjangoStateStore, streams: StreamManager, session_id: str) -> dict[str, Any]:
     snapshot = await build_snapshot(SnapshotDeps(store, streams), session_id)
     assert snapshot is not None
-    return dict(snapshot["messages"][-1])
+    return msgspec.to_builtins(snapshot.messages[-1])  # type: ignore[no-any-return]
 
 
 def assert_live_equals_stored(chat_client: ChatClient, body: bytes, stored: dict[str, Any], question: str) -> None:

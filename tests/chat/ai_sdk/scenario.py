@@ -3,15 +3,24 @@ stores a snapshot and a resumed stream read, plus what the real client receives.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chat.ai_sdk.messages import PARTIAL_SUFFIX, convert_to_ui_messages, merge_assistant_messages
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.state import InMemoryStateStore, RunInfo
 from chat.ai_sdk.transformer import StreamTransformer
+from chat.ai_sdk.ui_messages import (
+    DynamicToolUIPart,
+    ReasoningUIPart,
+    StepStartUIPart,
+    TextUIPart,
+    UIMessage,
+    UIMessagePart,
+)
 from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage
 from tests.chat.ai_sdk.runs import BuiltRun, RunSpec, build_run
@@ -109,14 +118,14 @@ class Scenario:
     async def snapshot(self, content_replay: bool = True) -> dict[str, Any]:
         snapshot = await build_snapshot(self.deps(content_replay), SESSION)
         assert snapshot is not None
-        return copy.deepcopy(snapshot)
+        return msgspec.to_builtins(snapshot)  # type: ignore[no-any-return]  # the JSON a page receives
 
     def page_messages(self) -> list[dict[str, Any]]:
         """The UI messages a page shows before the current run: the earlier turn."""
         messages: list[StoredMessage] = []
         if self.previous is not None:
             messages = [StoredMessage(role="user", id="u0", content="Earlier question"), *self.previous.messages]
-        return merge_assistant_messages(convert_to_ui_messages(messages))
+        return msgspec.to_builtins(merge_assistant_messages(convert_to_ui_messages(messages)))  # type: ignore[no-any-return]
 
     async def live_body(self) -> bytes:
         """The POST response: the whole run as the transformer streams it."""
@@ -128,7 +137,7 @@ class Scenario:
     def stored_reply(self) -> dict[str, Any]:
         """The assistant reply as loaded from the stored messages after the run."""
         messages = self.store._sessions[SESSION].messages
-        return merge_assistant_messages(convert_to_ui_messages(messages))[-1]
+        return msgspec.to_builtins(merge_assistant_messages(convert_to_ui_messages(messages))[-1])  # type: ignore[no-any-return]
 
 
 def strict_view(message: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +161,24 @@ def content_view(message: dict[str, Any]) -> dict[str, Any]:
     return {"id": message["id"].removesuffix(PARTIAL_SUFFIX), "role": message["role"], "parts": parts}
 
 
+_PARTS: dict[str, type[UIMessagePart]] = {
+    "text": TextUIPart,
+    "reasoning": ReasoningUIPart,
+    "dynamic-tool": DynamicToolUIPart,
+    "step-start": StepStartUIPart,
+}
+
+
+def ui_message(message: dict[str, Any]) -> UIMessage:
+    """A message the client holds, decoded strictly into the server's types (a part of a kind or
+    with a field the server never sends fails here)."""
+    parts = [msgspec.convert(part, _PARTS[part["type"]]) for part in message["parts"]]
+    return UIMessage(id=message["id"], role=message["role"], parts=parts, metadata=message.get("metadata"))
+
+
 def last_reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    merged = merge_assistant_messages(messages)
-    assert merged[-1]["role"] == "assistant", merged
-    return merged[-1]
+    """The client's last assistant reply, its consecutive assistant messages merged as a snapshot
+    merges them."""
+    merged = merge_assistant_messages([ui_message(message) for message in messages])
+    assert merged[-1].role == "assistant", merged
+    return msgspec.to_builtins(merged[-1])  # type: ignore[no-any-return]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from chat.ai_sdk.events import UIMessageChunk
+from chat.ai_sdk.messages import partial_message
 from chat.ai_sdk.partial import rebuild_partial_content
-from chat.ai_sdk.replay import create_replay_events, partial_message
-from chat.ai_sdk.sse import encode_ui_events
+from chat.ai_sdk.replay import replay_events
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.protocol import Chunk, TextDelta, ToolApprovalRequest, ToolOutputDenied, ToolStart
+from streams.sse import DONE, encode_event
 from tests.chat.ai_sdk.client import CLIENTS, ChatClient, sse_response
 
 A = "run-1"
@@ -22,14 +25,15 @@ CALLS: list[Chunk] = [
 ]
 
 
-def events(chunks: list[Chunk]) -> list[dict]:  # type: ignore[type-arg]
+def events(chunks: list[Chunk]) -> list[UIMessageChunk]:
     transformer = StreamTransformer(message_id="msg-1")
     out = [event for chunk in chunks for event in transformer.transform(chunk)[0]]
     return out + transformer.finalize()
 
 
 def test_approvals_map_to_the_sdk_events() -> None:
-    mapped = [e for e in events(CALLS) if e["type"] in ("tool-approval-request", "tool-output-denied")]
+    wire = msgspec.to_builtins(events(CALLS))
+    mapped = [e for e in wire if e["type"] in ("tool-approval-request", "tool-output-denied")]
     assert mapped == [
         {"type": "tool-approval-request", "approvalId": "ap-1", "toolCallId": "c1"},
         {"type": "tool-approval-request", "approvalId": "ap-2", "toolCallId": "c2"},
@@ -39,7 +43,7 @@ def test_approvals_map_to_the_sdk_events() -> None:
 
 def test_replay_and_partial_message_keep_the_approval_state() -> None:
     content = rebuild_partial_content(CALLS)
-    replayed, *_ = create_replay_events(content, lambda: "b1", lambda agent: "msg-1")
+    replayed = msgspec.to_builtins(replay_events(content, lambda: "b1").events)
     assert [e["type"] for e in replayed if e["type"].startswith("tool-")] == [
         "tool-input-available",
         "tool-approval-request",
@@ -47,7 +51,7 @@ def test_replay_and_partial_message_keep_the_approval_state() -> None:
         "tool-approval-request",
         "tool-output-denied",
     ]
-    parts = partial_message(content, "msg-1")["parts"]
+    parts = msgspec.to_builtins(partial_message(content, "msg-1"))["parts"]
     assert [(p.get("state"), p.get("approval")) for p in parts if p["type"] == "dynamic-tool"] == [
         ("approval-requested", {"id": "ap-1"}),
         ("output-denied", None),
@@ -56,7 +60,7 @@ def test_replay_and_partial_message_keep_the_approval_state() -> None:
 
 @pytest.mark.parametrize("client", CLIENTS)
 def test_the_real_clients_show_a_pending_and_a_denied_approval(chat_client: ChatClient, client: str) -> None:
-    body = encode_ui_events(events(CALLS)) + b"data: [DONE]\n\n"
+    body = b"".join(encode_event(event) for event in events(CALLS)) + DONE
     answer = chat_client.run(client, [{"kind": "send", "text": "Mail it", "response": sse_response(body)}])
     assert answer["error"] is None and answer["errors"] == [], answer
     tools = [p for p in answer["messages"][-1]["parts"] if p["type"] == "dynamic-tool"]

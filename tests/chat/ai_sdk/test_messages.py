@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 import pytest
 
 from chat.ai_sdk.loading import UIMessageStore, load_all_ui_messages, load_core_ui_messages, load_ui_messages
 from chat.ai_sdk.messages import convert_to_core_ui_messages, convert_to_ui_messages, merge_assistant_messages
 from chat.ai_sdk.state import InMemoryStateStore
+from chat.ai_sdk.ui_messages import DynamicToolUIPart, TextUIPart, UIMessage
 from streams.exceptions import ValidationError
 from streams.messages import StoredMessage, ToolCall
 
 SEARCH = ToolCall(id="tc1", name="search", arguments={"q": "django"})
 CALC = ToolCall(id="tc2", name="calculate", arguments={"a": 1})
+
+
+def wire(value: object) -> Any:
+    """Messages as the JSON a client receives (camelCase keys, unset fields left out)."""
+    return msgspec.to_builtins(value)
+
 
 CONVERSATION = [
     StoredMessage(role="system", content="You are helpful."),
@@ -25,7 +35,7 @@ CONVERSATION = [
 
 
 def test_conversion_rules() -> None:
-    messages = convert_to_ui_messages(CONVERSATION)
+    messages = wire(convert_to_ui_messages(CONVERSATION))
     assert messages == [
         {"id": "msg-0", "role": "system", "parts": [{"type": "text", "text": "You are helpful."}]},
         {"id": "msg-1", "role": "user", "parts": [{"type": "text", "text": "Find it"}], "metadata": {"source": "web"}},
@@ -63,26 +73,27 @@ def test_pending_tools_malformed_results_and_options() -> None:
         StoredMessage(role="assistant", id="a1", tool_calls=[SEARCH, CALC]),
         StoredMessage(role="tool", tool_call_id="tc1", content="not json {"),
     ]
-    [message] = convert_to_ui_messages(messages, generate_id=lambda i, m: f"x{i}")
+    [message] = wire(convert_to_ui_messages(messages, generate_id=lambda i, m: f"x{i}"))
     assert message["id"] == "a1"  # a stored id wins over generated ones
     search, calc = message["parts"]
     assert (search["state"], search["output"]) == ("output-available", "not json {")
     assert calc["state"] == "input-available" and "output" not in calc
-    [without] = convert_to_ui_messages(messages, include_tool_results=False)
+    [without] = wire(convert_to_ui_messages(messages, include_tool_results=False))
     assert [p["state"] for p in without["parts"]] == ["input-available", "input-available"]
-    [static] = convert_to_ui_messages(messages, tool_parts="static")
+    [static] = wire(convert_to_ui_messages(messages, tool_parts="static"))
     assert static["parts"][0]["type"] == "tool-search" and "toolName" not in static["parts"][0]
     reasoning = [StoredMessage(role="assistant", content="x", reasoning="why")]
-    assert [p["type"] for p in convert_to_ui_messages(reasoning, include_reasoning=False)[0]["parts"]] == ["text"]
-    assert (
-        convert_to_ui_messages([StoredMessage(role="assistant", tool_calls=[SEARCH])])[0]["parts"][0]["toolCallId"]
-        == "tc1"
-    )
+    assert [p["type"] for p in wire(convert_to_ui_messages(reasoning, include_reasoning=False))[0]["parts"]] == ["text"]
+    assert convert_to_ui_messages([StoredMessage(role="assistant", tool_calls=[SEARCH])])[0].parts == [
+        DynamicToolUIPart("search", tool_call_id="tc1", state="input-available", input={"q": "django"})
+    ]
 
 
 def test_core_format() -> None:
-    core = convert_to_core_ui_messages(
-        [*CONVERSATION[2:5], StoredMessage(role="assistant", tool_calls=[ToolCall(id="tc9", name="wait")])]
+    core = wire(
+        convert_to_core_ui_messages(
+            [*CONVERSATION[2:5], StoredMessage(role="assistant", tool_calls=[ToolCall(id="tc9", name="wait")])]
+        )
     )
     tools = [p for m in core for p in m["parts"] if p["type"] == "tool-invocation"]
     assert [(t["toolCallId"], t["state"]) for t in tools] == [
@@ -95,25 +106,26 @@ def test_core_format() -> None:
 
 
 def test_merge_assistant_messages() -> None:
-    tool = {"type": "dynamic-tool", "toolCallId": "t1", "state": "output-available"}
+    tool = DynamicToolUIPart("search", tool_call_id="t1", state="output-available", input={}, output=1)
     messages = [
-        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "q"}]},
-        {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": ""}, tool], "metadata": {"first": True}},
-        {
-            "id": "a2",
-            "role": "assistant",
-            "parts": [dict(tool, state="input-available"), {"type": "text", "text": "ok"}],
-        },
-        {"id": "a3-partial", "role": "assistant", "parts": [{"type": "text", "text": "more"}], "metadata": {"x": 1}},
-        {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "next"}]},
+        UIMessage(id="u", role="user", parts=[TextUIPart(text="q")]),
+        UIMessage(id="a1", role="assistant", parts=[TextUIPart(text=""), tool], metadata={"first": True}),
+        UIMessage(
+            id="a2",
+            role="assistant",
+            parts=[msgspec.structs.replace(tool, state="input-available"), TextUIPart(text="ok")],
+        ),
+        UIMessage(id="a3-partial", role="assistant", parts=[TextUIPart(text="more")], metadata={"x": 1}),
+        UIMessage(id="u2", role="user", parts=[TextUIPart(text="next")]),
     ]
     merged = merge_assistant_messages(messages)
-    assert [m["id"] for m in merged] == ["u", "a1-partial", "u2"]
-    assert merged[1]["parts"] == [tool, {"type": "text", "text": "ok"}, {"type": "text", "text": "more"}]
-    assert merged[1]["metadata"] == {"first": True}
+    assert [m.id for m in merged] == ["u", "a1-partial", "u2"]
+    assert merged[1].parts == [tool, TextUIPart(text="ok"), TextUIPart(text="more")]
+    assert merged[1].metadata == {"first": True}
     keep_all = merge_assistant_messages(messages, deduplicate_tools=False, filter_empty_text=False)
-    assert len(keep_all[1]["parts"]) == 5
-    assert messages[1]["parts"][0] == {"type": "text", "text": ""}  # inputs are not modified
+    assert len(keep_all[1].parts) == 5
+    assert (messages[1].id, messages[1].parts[0]) == ("a1", TextUIPart(text=""))  # inputs are not modified
+    assert len(messages[1].parts) == 2
 
 
 @pytest.fixture
@@ -126,10 +138,10 @@ def store() -> InMemoryStateStore:
 
 async def test_paginated_loading(store: InMemoryStateStore) -> None:
     first, more = await load_ui_messages(store, "s", offset=0, limit=3)
-    assert more is True and [m["id"] for m in first] == ["msg-0", "msg-1", "msg-2"]
-    assert first[2]["parts"][2]["state"] == "input-available"  # its result is on the next page
+    assert more is True and [m.id for m in first] == ["msg-0", "msg-1", "msg-2"]
+    assert wire(first[2])["parts"][2]["state"] == "input-available"  # its result is on the next page
     rest, more = await load_ui_messages(store, "s", offset=3, limit=50)
-    assert more is False and [m["id"] for m in rest] == ["msg-6"]
+    assert more is False and [m.id for m in rest] == ["msg-6"]
     assert await load_ui_messages(store, "unknown") == ([], False)
     for bad in ({"offset": -1}, {"limit": 0}, {"limit": 10_000}, {"offset": "1"}):
         with pytest.raises(ValidationError):
@@ -143,13 +155,13 @@ async def test_load_all_never_splits_a_call_from_its_result(store: InMemoryState
         call = ToolCall(id=f"c{index}", name="t")
         many.append_messages("s", [StoredMessage(role="assistant", tool_calls=[call])])
         many.append_messages("s", [StoredMessage(role="tool", tool_call_id=f"c{index}", content=str(index))])
-    messages = await load_all_ui_messages(many, "s")
+    messages = wire(await load_all_ui_messages(many, "s"))
     assert len(messages) == 600
     assert all(m["parts"][0]["state"] == "output-available" for m in messages)
-    core = await load_core_ui_messages(store, "s")
+    core = wire(await load_core_ui_messages(store, "s"))
     assert core[2]["parts"][2]["state"] == "completed"
     wrapper = UIMessageStore(store, include_reasoning=False)
-    assert (await wrapper.get_all_ui_messages("s"))[2]["parts"][0]["type"] == "text"
+    assert wire(await wrapper.get_all_ui_messages("s"))[2]["parts"][0]["type"] == "text"
     page, more = await wrapper.get_ui_messages("s", 0, 2)
     assert len(page) == 2 and more
-    assert (await wrapper.get_core_ui_messages("s"))[2]["parts"][1]["type"] == "tool-invocation"
+    assert wire(await wrapper.get_core_ui_messages("s"))[2]["parts"][1]["type"] == "tool-invocation"

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from chat.ai_sdk.partial import rebuild_partial_content
-from chat.ai_sdk.replay import create_replay_events, has_replay_content
+from chat.ai_sdk.replay import has_replay_content, replay_events
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.state import CheckpointInfo, InMemoryStateStore
+from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import InMemoryStreamManager
-from streams.protocol import TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamStart, ToolStart
+from streams.protocol import TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamStart, ToolEnd, ToolStart
 from tests.chat.ai_sdk.runs import RunSpec, StepSpec, ToolSpec
 from tests.chat.ai_sdk.scenario import SESSION, Scenario
 
@@ -62,7 +64,7 @@ async def test_in_flight_without_replay_adds_a_partial_message() -> None:
     assert [p["type"] for p in parts] == ["text", "dynamic-tool", "reasoning", "text"]
     assert parts[-1] == {"type": "text", "text": "Two ", "state": "streaming"}  # "hits." is not written yet
     forced = await build_snapshot(scenario.deps(content_replay=True), SESSION, include_partial_content=True)
-    assert forced is not None and forced["messages"][-1]["id"] == "msg-run-1-partial"
+    assert forced is not None and forced.messages[-1].id == "msg-run-1-partial"
 
 
 @pytest.mark.parametrize("commit_early", [False, True])
@@ -100,21 +102,42 @@ def test_partial_content_and_replay_events() -> None:
     assert [(t.tool_call_id, t.state, t.input_text) for t in content.tool_calls] == [("c1", "streaming", '{"q"')]
     assert has_replay_content(content) and not has_replay_content(rebuild_partial_content([]))
     blocks = iter(["b1", "b2"])
-    events, message_id, text_block, reasoning_block = create_replay_events(
-        content, lambda: next(blocks), lambda agent: f"m-{agent}"
-    )
-    assert (message_id, text_block, reasoning_block) == ("m-run-1", None, None)
-    assert events == [
-        {"type": "start", "messageId": "m-run-1"},
+    events, text_block, reasoning_block = replay_events(content, lambda: next(blocks))
+    assert (text_block, reasoning_block) == (None, None)
+    assert msgspec.to_builtins(events) == [
         {"type": "reasoning-start", "id": "b1"},
         {"type": "reasoning-delta", "id": "b1", "delta": "hmm"},
         {"type": "reasoning-end", "id": "b1"},
         {"type": "text-start", "id": "b2"},
         {"type": "text-delta", "id": "b2", "delta": "Hello"},
         {"type": "text-end", "id": "b2"},
-        {"type": "tool-input-start", "toolCallId": "c1", "dynamic": True, "toolName": "search"},
+        {"type": "tool-input-start", "toolCallId": "c1", "toolName": "search", "dynamic": True},
         {"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": '{"q"'},
     ]
     open_text = rebuild_partial_content(chunks[:4])
-    _, _, text_block, _ = create_replay_events(open_text, lambda: "blk", lambda agent: "m")
-    assert text_block == "blk"  # left open: live deltas continue it
+    assert replay_events(open_text, lambda: "blk").text_block == "blk"  # left open: live deltas continue it
+
+
+def test_a_resumed_transformer_continues_where_the_client_is() -> None:
+    a = "run-1"
+    shown = [
+        TextDelta(agent_id=a, timestamp=1, delta="Hel"),
+        ToolArgStreamStart(agent_id=a, timestamp=1, tool_call_id="c1", tool_name="search"),
+        ToolStart(agent_id=a, timestamp=1, tool_call_id="c0", tool_name="search", arguments={}),
+        TextDelta(agent_id=a, timestamp=1, delta="lo"),
+    ]
+    transformer = StreamTransformer(message_id="m")
+    transformer.resume_from(rebuild_partial_content(shown), text_block="blk")
+    live = [
+        TextDelta(agent_id=a, timestamp=1, delta="!"),
+        ToolArgStreamDelta(agent_id=a, timestamp=1, tool_call_id="c1", delta="{}"),
+        ToolEnd(agent_id=a, timestamp=1, tool_call_id="c0", result=1),
+    ]
+    events = [event for chunk in live for event in transformer.transform(chunk)[0]] + transformer.finalize()
+    assert msgspec.to_builtins(events) == [  # no start, no second text-start, no unknown call
+        {"type": "text-delta", "id": "blk", "delta": "!"},
+        {"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{}"},
+        {"type": "text-end", "id": "blk"},
+        {"type": "tool-output-available", "toolCallId": "c0", "output": 1, "dynamic": True},
+        {"type": "finish"},
+    ]

@@ -6,9 +6,11 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
+import msgspec
 import pytest
 
-from chat.ai_sdk.sse import encode_ui_event, ui_message_stream
+from chat.ai_sdk.events import DataChunk, FinishChunk, StartChunk, UIMessageChunk
+from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.protocol import (
     CheckpointCreated,
@@ -32,8 +34,14 @@ from streams.protocol import (
     ToolOutputError,
     ToolStart,
 )
+from streams.sse import encode_event
 
 A = "run-1"
+
+
+def wire(events: list[UIMessageChunk]) -> list[dict]:  # type: ignore[type-arg]
+    """Events as the JSON objects the client parses (camelCase keys, unset fields left out)."""
+    return msgspec.to_builtins(events)  # type: ignore[no-any-return]
 
 
 def run(chunks: list[Chunk], **options: object) -> list[dict]:  # type: ignore[type-arg]
@@ -41,7 +49,7 @@ def run(chunks: list[Chunk], **options: object) -> list[dict]:  # type: ignore[t
     events = []
     for chunk in chunks:
         events += transformer.transform(chunk)[0]
-    return events + transformer.finalize()
+    return wire(events + transformer.finalize())
 
 
 def text(delta: str, agent: str = A) -> TextDelta:
@@ -217,8 +225,8 @@ def test_message_ids_filters_and_finalize() -> None:
     assert transformer.finalize() == []  # nothing started: nothing to finish
     transformer = StreamTransformer(generate_message_id=lambda agent: f"msg-for-{agent}")
     events, sequence = transformer.transform(text("x"), 41)
-    assert sequence == 41 and events[0] == {"type": "start", "messageId": "msg-for-run-1"}
-    assert transformer.finalize("stop")[-1] == {"type": "finish", "finishReason": "stop"}
+    assert sequence == 41 and events[0] == StartChunk(message_id="msg-for-run-1")
+    assert transformer.finalize("stop")[-1] == FinishChunk(finish_reason="stop")
     assert transformer.transform(text("late"))[0] == []
     no_custom = run(
         [CustomEvent(agent_id=A, timestamp=1, event_name="x"), text("y")],
@@ -235,11 +243,10 @@ def test_results_for_unknown_calls_are_skipped_with_a_log_line(caplog: pytest.Lo
 
 
 def test_sse_framing() -> None:
-    assert (
-        encode_ui_event({"type": "start", "messageId": "m"}, 7) == b'id: 7\ndata: {"type":"start","messageId":"m"}\n\n'
-    )
-    assert encode_ui_event({"type": "finish"}) == b'data: {"type":"finish"}\n\n'
-    assert encode_ui_event({"type": "data-x", "data": float("nan"), "transient": True}).count(b"null") == 1
+    assert encode_event(StartChunk(message_id="m"), id=7) == b'id: 7\ndata: {"type":"start","messageId":"m"}\n\n'
+    assert encode_event(FinishChunk()) == b'data: {"type":"finish"}\n\n'
+    nan = DataChunk(type="data-x", data=[float("nan"), "a\nb"], transient=True)
+    assert encode_event(nan) == b'data: {"type":"data-x","data":[null,"a\\nb"],"transient":true}\n\n'
 
 
 async def test_sse_body_has_ids_on_stored_chunks_and_ends_with_done() -> None:

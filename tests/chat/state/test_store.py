@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
+from chat.ai_sdk.ui_messages import DynamicToolUIPart
 from chat.models import ChatSession, Checkpoint, Message, Run
 from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
@@ -211,6 +212,8 @@ async def test_snapshot_from_the_database() -> None:
     await streams.end_stream(session_id)
     snapshot = await build_snapshot(SnapshotDeps(store, streams), session_id)
     assert snapshot is not None
-    assert [m["id"] for m in snapshot["messages"]] == ["u1", "m1"]
-    assert snapshot["messages"][1]["parts"][1]["output"] == 42
+    assert [m.id for m in snapshot.messages] == ["u1", "m1"]
+    assert snapshot.messages[1].parts[1] == DynamicToolUIPart(
+        "calc", tool_call_id="c1", state="output-available", input={"a": 6, "b": 7}, output=42
+    )
     assert await build_snapshot(SnapshotDeps(store, streams), str(uuid.uuid4())) is None
