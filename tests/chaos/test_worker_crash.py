@@ -109,8 +109,8 @@ async def test_the_real_client_following_a_crash_ends_with_the_uncrashed_answer(
     from rest_framework.authtoken.models import Token
 
     from chat.models import Run
-    from tests.chat.ai_sdk.client import LIVE_HARNESS, ChatClient
     from tests.chaos.crash import QUESTION
+    from tests.chat.ai_sdk.client import LIVE_HARNESS, ChatClient
     from tests.live import daphne
 
     user = await User.objects.acreate(username=f"chaos-{uuid.uuid4().hex[:6]}")

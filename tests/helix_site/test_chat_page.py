@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.live import daphne
 from tests.helix_site.test_demo_page import _playwright_loop, browser  # noqa: F401 (the module's Chromium fixtures)
+from tests.live import daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the server runs on the test database
 
