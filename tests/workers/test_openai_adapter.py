@@ -14,9 +14,9 @@ from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage, ToolCall
 from streams.protocol import ErrorChunk, TextDelta, Thinking, ToolArgStreamDelta, ToolEnd
 from tests.workers.fake_openai import FakeOpenAI, completion_chunks
+from workers.exceptions import LLMError
 from workers.executors import InProcessExecutor
 from workers.llm.base import (
-    LLMError,
     ReasoningDelta,
     TextPiece,
     ToolCallDelta,
