@@ -66,7 +66,7 @@ async def bench_overhead(redis_url: str, tokens: int) -> tuple[float, float, int
     from streams.protocol import TextDelta
     from workers.llm.scripted import ScriptedModel, ScriptedTurn
     from workers.runtime.agents import define_agent
-    from workers.runtime.loop import RunLoop
+    from workers.runtime.steps import RunLoop
 
     text = " ".join(f"word{i}" for i in range(tokens))
     agent = define_agent(

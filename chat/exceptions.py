@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from streams.exceptions import HelixError
+from workers.exceptions import SessionNotFoundError  # the store raises it too; answered 404 here
 
 __all__ = [
     "AuthenticationFailedError",
@@ -17,13 +18,6 @@ __all__ = [
     "RateLimitedError",
     "SessionNotFoundError",
 ]
-
-
-class SessionNotFoundError(HelixError):
-    """No such session (or it belongs to someone else: the two are not told apart)."""
-
-    code = "SESSION_NOT_FOUND"
-    status_code = 404
 
 
 class NotAuthenticatedError(HelixError):

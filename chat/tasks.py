@@ -20,6 +20,7 @@ from chat.state.db import db
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
+from workers.exceptions import RunErrorCode
 from workers.executors import RUN_TASK, execute_run, lease_keeper
 from workers.leases import LeaseKeeper
 from workers.loop import run_on_worker_loop
@@ -49,7 +50,9 @@ async def _execute(run_id: str) -> str:
     except TimeoutError:
         attempt.cancel()
         message = f"The run exceeded its time limit of {SOFT_TIME_LIMIT} s"
-        await store.finish_run(run_id, RunOutcome("failed", error_code="time_limit_exceeded", error_message=message))
+        await store.finish_run(
+            run_id, RunOutcome("failed", error_code=RunErrorCode.TIME_LIMIT_EXCEEDED, error_message=message)
+        )
         session_id = await db(Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first)()
         if session_id is not None:
             await streams.fail_stream(str(session_id), message)

@@ -1,6 +1,6 @@
 """Agents only the tests' servers load (HELIX_AGENT_MODULES)."""
 
-from workers.llm.base import LLMError
+from workers.exceptions import LLMError, RunErrorCode
 from workers.llm.scripted import ScriptedModel, ScriptedTurn
 from workers.runtime.agents import define_agent
 
@@ -9,7 +9,9 @@ broken = define_agent(
     "An agent whose model is down.",
     llm=lambda: ScriptedModel(
         lambda messages: ScriptedTurn(
-            text="Starting", error=LLMError("the model is down", "provider_overloaded", True), error_after_tokens=1
+            text="Starting",
+            error=LLMError("the model is down", RunErrorCode.PROVIDER_OVERLOADED, True),
+            error_after_tokens=1,
         )
     ),
 )

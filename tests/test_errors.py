@@ -37,7 +37,7 @@ def defined_codes() -> dict[str, list[str]]:
     _import_everything()
     codes: dict[str, list[str]] = {}
     for cls in [HelixError, *_subclasses(HelixError)]:
-        if not cls.__module__.split(".")[0] in PACKAGES:
+        if cls.__module__.split(".")[0] not in PACKAGES:
             continue  # a test's own error class
         if "code" in vars(cls) and not isinstance(vars(cls)["code"], RunErrorCode):
             codes.setdefault(vars(cls)["code"], []).append(f"{cls.__module__}.{cls.__qualname__}")

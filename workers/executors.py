@@ -4,7 +4,8 @@ Both start a run the same way (:func:`start_run`): the session is created on fir
 ``messages``/``state`` overrides applied, the user message stored, and a Run recorded with the
 stream sequence before its first chunk (``start_sequence``). Then the in-process executor runs
 the agent as an asyncio task of the current loop, and the Celery executor enqueues one task per
-run. A second execution on a session with a run in flight raises ``RunConflictError``.
+run. A second execution on a session with a run in flight raises
+:class:`~workers.exceptions.RunConflictError`.
 
 Every execution is an *attempt* (:func:`execute_run`): it claims the run with a new fencing
 epoch and a lease that its process's :class:`~workers.leases.LeaseKeeper` renews. An attempt
@@ -26,11 +27,13 @@ from streams.backends.base import StreamManager
 from streams.conf import helix_settings
 from streams.exceptions import StreamSupersededError
 from streams.messages import StoredMessage
-from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync, now_ms
+from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync
+from workers.exceptions import as_run_error
 from workers.leases import LeaseKeeper
 from workers.runtime.agents import Agent, get_agent
-from workers.runtime.loop import RunLoop
-from workers.runtime.persistence import RunClaim, RunOutcome, RunRecorder, RunSupersededError
+from workers.runtime.persistence import RunClaim, RunOutcome, RunRecorder
+from workers.runtime.steps import RunLoop, report_failure
+from workers.runtime.writer import RunWriter
 
 __all__ = [
     "CeleryExecutor",
@@ -130,7 +133,7 @@ async def execute_run(
     keeper.hold(run_id, claim.epoch, task)
     try:
         return await _attempt(recorder, streams, claim, agent)
-    except (RunSupersededError, StreamSupersededError) as exc:
+    except StreamSupersededError as exc:  # the stream's fence, or the database's (RunSupersededError)
         logger.warning("attempt %d of run %s was superseded: %s", claim.attempt, run_id, exc)
         return None
 
@@ -149,11 +152,8 @@ async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClai
     try:
         agent = given if given is not None and given.name == claim.agent else get_agent(claim.agent)
     except Exception as exc:
-        outcome = RunOutcome("failed", error_code=getattr(exc, "code", "internal_error"), error_message=str(exc))
-        writer = await streams.create_writer(session_id, claim.run_id, claim.agent, epoch=epoch)
-        await writer.write(
-            {"type": "error", "error": str(exc), "code": outcome.error_code, "recoverable": False, "step": 0}
-        )
+        writer = RunWriter(await streams.create_writer(session_id, claim.run_id, claim.agent, epoch=epoch))
+        outcome = await report_failure(writer, as_run_error(exc), step=0, usage={})
     else:
         loop = RunLoop(
             agent, session_id=session_id, run_id=claim.run_id, streams=streams, recorder=recorder, epoch=epoch
@@ -176,45 +176,30 @@ async def take_over(streams: StreamManager, claim: RunClaim) -> None:
     floor = claim.checkpoint_sequence if claim.checkpoint_sequence is not None else claim.start_sequence
     step = claim.step_count + 1
     partial = await streams.get_chunks_from_step(claim.session_id, step, min_sequence=floor)
-    writer = await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch)
+    writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
     if claim.previous_epoch:
-        await writer.write(
-            ExecutorSuperseded(
-                agent_id=claim.run_id,
-                agent_type=claim.agent,
-                timestamp=now_ms(),
-                run_id=claim.run_id,
-                epoch=claim.previous_epoch,
-                current_epoch=claim.epoch,
-            )
+        await writer.emit(
+            ExecutorSuperseded, run_id=claim.run_id, epoch=claim.previous_epoch, current_epoch=claim.epoch
         )
     last_good = latest
     if partial:
         last_good = partial[0][1] - 1
-        await writer.write(
-            StepDiscarded(
-                agent_id=claim.run_id,
-                agent_type=claim.agent,
-                timestamp=now_ms(),
-                run_id=claim.run_id,
-                step=step,
-                attempt=claim.attempt,
-                from_sequence=partial[0][1],
-                to_sequence=latest,
-                reason=claim.reason,
-            )
-        )
-    await writer.write(
-        StreamResync(
-            agent_id=claim.run_id,
-            agent_type=claim.agent,
-            timestamp=now_ms(),
+        await writer.emit(
+            StepDiscarded,
             run_id=claim.run_id,
-            reason=claim.reason,
+            step=step,
             attempt=claim.attempt,
-            checkpoint_id=claim.checkpoint_id,
-            last_good_sequence=last_good,
+            from_sequence=partial[0][1],
+            to_sequence=latest,
+            reason=claim.reason,
         )
+    await writer.emit(
+        StreamResync,
+        run_id=claim.run_id,
+        reason=claim.reason,
+        attempt=claim.attempt,
+        checkpoint_id=claim.checkpoint_id,
+        last_good_sequence=last_good,
     )
     logger.info(
         "run %s: attempt %d (epoch %d) takes over after step %d (%s)",

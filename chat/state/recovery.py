@@ -26,6 +26,7 @@ from chat.state.approvals import run_is_answered
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError
+from workers.exceptions import RunErrorCode
 from workers.executors import RUN_TASK
 
 __all__ = ["ReapReport", "reap_expired_runs"]
@@ -110,7 +111,7 @@ def _close(run: Run, status: str, error: str) -> bool:
             epoch=epoch,
             lease_expires_at=None,
             finished_at=timezone.now(),
-            error_code="worker_lost" if status == "failed" else F("error_code"),
+            error_code=RunErrorCode.WORKER_LOST if status == "failed" else F("error_code"),
             error_message=error or F("error_message"),
         )
         if not updated:
@@ -127,7 +128,7 @@ def _close(run: Run, status: str, error: str) -> bool:
             writer = await streams.create_writer(session_id, str(run.pk), epoch=epoch)
             if status == "failed":
                 await writer.write(
-                    {"type": "error", "error": error, "code": "worker_lost", "recoverable": False, "step": 0}
+                    {"type": "error", "error": error, "code": RunErrorCode.WORKER_LOST, "recoverable": False, "step": 0}
                 )
                 await streams.fail_stream(session_id, error, epoch=epoch)
             else:

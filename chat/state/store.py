@@ -17,16 +17,14 @@ from chat.session_ids import is_session_id
 from chat.state.db import db
 from streams.conf import helix_settings
 from streams.messages import StoredMessage
+from workers.exceptions import RunConflictError, RunSupersededError, SessionNotFoundError
 from workers.runtime.persistence import (
     PendingCallSpec,
     ResolvedCall,
     RunClaim,
-    RunConflictError,
     RunOutcome,
     RunRecorder,
-    RunSupersededError,
     SessionSnapshot,
-    UnknownSessionError,
 )
 
 __all__ = ["DjangoStateStore"]
@@ -134,7 +132,7 @@ class DjangoStateStore(StateStore, RunRecorder):
     ) -> str:
         key = _session_key(session_id)
         if key is None:
-            raise UnknownSessionError(f"Invalid session id {session_id!r}")
+            raise SessionNotFoundError(f"Invalid session id {session_id!r}")
         try:
             return await db(self._start_run)(
                 key, agent, user_message, messages, state, start_sequence, message_id, owner_id
@@ -197,7 +195,7 @@ class DjangoStateStore(StateStore, RunRecorder):
 
         snapshot = await db(read)()
         if snapshot is None:
-            raise UnknownSessionError(f"Session {session_id} not found")
+            raise SessionNotFoundError(f"Session {session_id} not found")
         return snapshot
 
     # -- leases ------------------------------------------------------------------------------------
@@ -275,7 +273,7 @@ class DjangoStateStore(StateStore, RunRecorder):
     def _fenced_run(run_id: str, epoch: int | None) -> Run:
         run = Run.objects.select_for_update().select_related("session").get(pk=run_id)
         if epoch is not None and run.epoch != epoch:
-            raise RunSupersededError(f"Run {run_id} is held by epoch {run.epoch}, not {epoch}")
+            raise RunSupersededError(str(run.session_id), run_id, epoch, run.epoch)
         return run
 
     # -- steps -------------------------------------------------------------------------------------

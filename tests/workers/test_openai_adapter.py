@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -14,9 +15,9 @@ from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage, ToolCall
 from streams.protocol import ErrorChunk, TextDelta, Thinking, ToolArgStreamDelta, ToolEnd
 from tests.workers.fake_openai import FakeOpenAI, completion_chunks
+from workers.exceptions import LLMError, RunErrorCode
 from workers.executors import InProcessExecutor
 from workers.llm.base import (
-    LLMError,
     ReasoningDelta,
     TextPiece,
     ToolCallDelta,
@@ -25,7 +26,7 @@ from workers.llm.base import (
     ToolDefinition,
     Usage,
 )
-from workers.llm.openai import OpenAIChatModel, to_openai_messages
+from workers.llm.openai import OpenAIChatModel, classify_error, to_openai_messages
 from workers.runtime.agents import define_agent, define_tool
 
 
@@ -92,6 +93,7 @@ async def test_rate_limits_and_overload_are_retried_with_backoff(fake: FakeOpenA
         ([500, 502, 503], "provider_overloaded", True, 3),
         ([400], "provider_bad_request", False, 1),
         ([401], "provider_auth", False, 1),
+        ([403], "provider_auth", False, 1),
     ],
 )
 async def test_errors_are_classified(
@@ -102,6 +104,24 @@ async def test_errors_are_classified(
         [event async for event in model(fake, max_retries=2).stream("", [StoredMessage(role="user", content="hi")], [])]
     assert (info.value.code, info.value.recoverable) == (code, recoverable)
     assert len(fake.requests) == attempts
+
+
+async def test_an_unreachable_provider_is_retried_then_classified() -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    adapter = OpenAIChatModel("fake-model", base_url=url, api_key="sk-test", backoff=0.01, max_retries=1)
+    with pytest.raises(LLMError) as info:
+        [event async for event in adapter.stream("", [StoredMessage(role="user", content="hi")], [])]
+    assert (info.value.code, info.value.recoverable) == (RunErrorCode.PROVIDER_UNAVAILABLE, True)
+
+
+def test_an_unexpected_failure_is_a_provider_error_and_a_classified_one_stays_as_it_is() -> None:
+    unexpected = classify_error(KeyError("choices"))
+    assert (unexpected.code, unexpected.recoverable) == (RunErrorCode.PROVIDER_ERROR, False)
+    assert unexpected.message == "The model provider failed: KeyError: 'choices'"
+    error = LLMError("script called unknown tool 'x'", RunErrorCode.INVALID_RESPONSE)
+    assert classify_error(error) is error
 
 
 def test_history_becomes_chat_completion_messages() -> None:

@@ -25,12 +25,11 @@ from streams.protocol import (
 )
 from tests.chat.ai_sdk.client import ChatClient
 from tests.workers.runs import assert_live_equals_stored, live_body, stored_reply
+from workers.exceptions import LLMError, RunConflictError, RunErrorCode, UnknownAgentError
 from workers.executors import InProcessExecutor
-from workers.llm.base import LLMError
 from workers.llm.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
-from workers.runtime.agents import UnknownAgentError, define_agent, define_tool
+from workers.runtime.agents import define_agent, define_tool
 from workers.runtime.context import ToolContext
-from workers.runtime.persistence import RunConflictError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,7 +162,9 @@ async def test_tool_failures_are_recorded_and_the_run_goes_on(streams: StreamMan
     [
         (
             ScriptedTurn(
-                text="partial", error=LLMError("upstream 503", "provider_overloaded", True), error_after_tokens=1
+                text="partial",
+                error=LLMError("upstream 503", RunErrorCode.PROVIDER_OVERLOADED, True),
+                error_after_tokens=1,
             ),
             "provider_overloaded",
         ),

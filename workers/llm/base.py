@@ -1,8 +1,8 @@
 """The LLM interface: one streamed completion over a conversation and a set of tools.
 
 An adapter yields :data:`LLMEvent` values in order: reasoning and text deltas, tool calls whose
-arguments may stream, and usage. Errors are raised as :class:`LLMError` with a classification
-code and whether retrying may help.
+arguments may stream, and usage. Errors are raised as :class:`~workers.exceptions.LLMError` with
+a classification code and whether retrying may help.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from streams.exceptions import HelixError
 from streams.messages import StoredMessage
 
 __all__ = [
     "LLM",
-    "LLMError",
     "LLMEvent",
     "ReasoningDelta",
     "TextPiece",
@@ -27,18 +25,6 @@ __all__ = [
     "ToolDefinition",
     "Usage",
 ]
-
-
-class LLMError(HelixError):
-    """The model call failed; ``code`` classifies it, ``recoverable`` says if a retry may help."""
-
-    code = "provider_error"
-    status_code = 502
-
-    def __init__(self, message: str, code: str = "provider_error", recoverable: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.recoverable = recoverable
 
 
 @dataclass(frozen=True, slots=True)

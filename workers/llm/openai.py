@@ -19,9 +19,9 @@ from openai import AsyncOpenAI
 
 from streams.backoff import Backoff
 from streams.messages import StoredMessage
+from workers.exceptions import LLMError, RunErrorCode
 from workers.llm.base import (
     LLM,
-    LLMError,
     LLMEvent,
     ReasoningDelta,
     TextPiece,
@@ -40,24 +40,34 @@ def classify_error(exc: BaseException) -> LLMError:
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, openai.RateLimitError):
-        return LLMError(f"The model provider is rate limiting: {exc}", "provider_rate_limited", recoverable=True)
+        return LLMError(
+            f"The model provider is rate limiting: {exc}", RunErrorCode.PROVIDER_RATE_LIMITED, recoverable=True
+        )
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code >= 500:
             return LLMError(
-                f"The model provider is overloaded ({exc.status_code}): {exc}", "provider_overloaded", recoverable=True
+                f"The model provider is overloaded ({exc.status_code}): {exc}",
+                RunErrorCode.PROVIDER_OVERLOADED,
+                recoverable=True,
             )
         if exc.status_code in (401, 403):
             return LLMError(
-                f"The model provider refused the credentials ({exc.status_code})", "provider_auth", recoverable=False
+                f"The model provider refused the credentials ({exc.status_code})",
+                RunErrorCode.PROVIDER_AUTH,
+                recoverable=False,
             )
         return LLMError(
             f"The model provider rejected the request ({exc.status_code}): {exc}",
-            "provider_bad_request",
+            RunErrorCode.PROVIDER_BAD_REQUEST,
             recoverable=False,
         )
     if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
-        return LLMError(f"The model provider is unreachable: {exc}", "provider_unavailable", recoverable=True)
-    return LLMError(f"The model provider failed: {type(exc).__name__}: {exc}", "provider_error", recoverable=False)
+        return LLMError(
+            f"The model provider is unreachable: {exc}", RunErrorCode.PROVIDER_UNAVAILABLE, recoverable=True
+        )
+    return LLMError(
+        f"The model provider failed: {type(exc).__name__}: {exc}", RunErrorCode.PROVIDER_ERROR, recoverable=False
+    )
 
 
 def to_openai_messages(system_prompt: str, messages: list[StoredMessage]) -> list[dict[str, Any]]:

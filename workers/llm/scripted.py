@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.messages import StoredMessage
+from workers.exceptions import LLMError, RunErrorCode
 from workers.llm.base import (
     LLM,
-    LLMError,
     LLMEvent,
     ReasoningDelta,
     TextPiece,
@@ -126,7 +126,7 @@ class ScriptedModel(LLM):
         names = {tool.name for tool in tools}
         for index, call in enumerate(turn.tool_calls):
             if call.name not in names:
-                raise LLMError(f"script called unknown tool {call.name!r}", code="invalid_response")
+                raise LLMError(f"script called unknown tool {call.name!r}", code=RunErrorCode.INVALID_RESPONSE)
             call_id = f"call_{key}_{index}"
             raw = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
             if self.streams_tool_arguments:

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from streams.exceptions import HelixError
+from workers.exceptions import UnknownAgentError
 from workers.llm.base import LLM, ToolDefinition
 
 if TYPE_CHECKING:
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agent",
+    "SubAgentTask",
     "Tool",
-    "UnknownAgentError",
     "agent_names",
     "define_agent",
     "define_tool",
@@ -31,11 +31,10 @@ __all__ = [
 ToolExecute = Callable[[Any, "ToolContext"], Awaitable[Any] | Any]
 
 
-class UnknownAgentError(HelixError):
-    """No agent is registered under that name."""
+class SubAgentTask(BaseModel):
+    """The input of a sub-agent tool."""
 
-    code = "UNKNOWN_AGENT"
-    status_code = 400
+    task: str = Field(description="What the sub-agent should do, in plain words.")
 
 
 @dataclass(frozen=True)
@@ -44,19 +43,20 @@ class Tool:
 
     Without ``execute`` the tool runs in the browser (a client tool): the run pauses until the
     client sends its result. With ``needs_approval`` the run pauses until a person approves or
-    denies the call; only then does it execute (or not).
+    denies the call; only then does it execute (or not). With ``agent`` (and no ``execute``) the
+    runtime runs that agent as a sub-agent: its output is the tool's result.
     """
 
     name: str
     description: str
     input_schema: type[BaseModel]
     execute: ToolExecute | None
-    agent: Agent | None = None  # set when the tool runs a sub-agent
+    agent: Agent | None = None
     needs_approval: bool = False
 
     @property
     def runs_on_client(self) -> bool:
-        return self.execute is None
+        return self.execute is None and self.agent is None
 
     def definition(self) -> ToolDefinition:
         return ToolDefinition(self.name, self.description, self.input_schema.model_json_schema())
@@ -83,13 +83,11 @@ class Agent:
 
     def as_tool(self, description: str | None = None, input_schema: type[BaseModel] | None = None) -> Tool:
         """This agent as a tool of another agent (a sub-agent): its input is a task text."""
-        from workers.runtime.subagent import SubAgentTask, run_subagent
-
         return Tool(
             name=self.name,
             description=description or self.description or f"Delegate a task to the {self.name} agent.",
             input_schema=input_schema or SubAgentTask,
-            execute=run_subagent,
+            execute=None,
             agent=self,
         )
 

@@ -11,43 +11,19 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from streams.exceptions import HelixError
 from streams.messages import StoredMessage
+from workers.exceptions import RunErrorCode
 
 __all__ = [
     "PendingCallSpec",
     "ResolvedCall",
     "RunClaim",
-    "RunConflictError",
     "RunOutcome",
     "RunRecorder",
-    "RunSupersededError",
     "SessionSnapshot",
-    "UnknownSessionError",
 ]
-
-
-class RunConflictError(HelixError):
-    """The session already has a run in flight."""
-
-    code = "RUN_CONFLICT"
-    status_code = 409
-
-
-class RunSupersededError(HelixError):
-    """A newer attempt claimed the run: this attempt's writes are refused and it must stop."""
-
-    code = "EXECUTOR_SUPERSEDED"
-    status_code = 409
-
-
-class UnknownSessionError(HelixError):
-    """No such session."""
-
-    code = "SESSION_NOT_FOUND"
-    status_code = 404
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +99,7 @@ class RunOutcome:
 
     status: str  # completed | failed | interrupted | paused
     output: Any = None
-    error_code: str = ""
+    error_code: RunErrorCode | Literal[""] = ""  # set when the run failed
     error_message: str = ""
     usage: dict[str, int] = field(default_factory=dict)
 
@@ -145,12 +121,12 @@ class RunRecorder(abc.ABC):
         owner_id: int | None = None,
     ) -> str:
         """Create the session if new, apply the ``messages``/``state`` overrides, append the user
-        message and create a queued run; return its id. Raises :class:`RunConflictError` when the
-        session has a run in flight."""
+        message and create a queued run; return its id. Raises
+        :class:`~workers.exceptions.RunConflictError` when the session has a run in flight."""
 
     @abc.abstractmethod
     async def load_session(self, session_id: str) -> SessionSnapshot:
-        """History and state of the session."""
+        """History and state of the session; raises :class:`~workers.exceptions.SessionNotFoundError`."""
 
     @abc.abstractmethod
     async def claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
@@ -185,7 +161,8 @@ class RunRecorder(abc.ABC):
     ) -> tuple[str, int]:
         """Atomically append the step's messages, store the state, count the step and write a
         checkpoint. Returns ``(checkpoint id, session message count)``. Raises
-        :class:`RunSupersededError` (nothing stored) when ``epoch`` no longer holds the run.
+        :class:`~workers.exceptions.RunSupersededError` (nothing stored) when ``epoch`` no longer
+        holds the run.
 
         In the same transaction, ``pending`` calls are recorded for the run to pause on, and the
         answered calls ``applied`` (tool call ids) are marked as taken into the history."""

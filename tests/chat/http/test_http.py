@@ -195,14 +195,16 @@ async def test_conflict_stop_resume_and_delete(settings: Any) -> None:
 async def test_a_failed_run_answers_410_on_resume() -> None:
     alice = await login("alice")
     session_id = str(uuid.uuid4())
-    from workers.llm.base import LLMError
+    from workers.exceptions import LLMError, RunErrorCode
     from workers.llm.scripted import ScriptedModel, ScriptedTurn
     from workers.runtime.agents import define_agent
 
     define_agent(
         "broken",
         "x",
-        llm=ScriptedModel(lambda m: ScriptedTurn(error=LLMError("down", "provider_overloaded", True)), delay=(0, 0)),
+        llm=ScriptedModel(
+            lambda m: ScriptedTurn(error=LLMError("down", RunErrorCode.PROVIDER_OVERLOADED, True)), delay=(0, 0)
+        ),
     )
     events = await read_events(await post(alice, session_id, {"message": "hi", "agent": "broken"}))
     assert {"type": "error", "errorText": "down"} in events

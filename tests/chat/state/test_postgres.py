@@ -21,7 +21,8 @@ from chat.models import ChatSession, PendingCall, Run
 from chat.state.approvals import ToolAnswer, decide_calls
 from chat.state.store import DjangoStateStore
 from streams.messages import StoredMessage
-from workers.runtime.persistence import PendingCallSpec, RunOutcome, RunSupersededError
+from workers.exceptions import RunSupersededError
+from workers.runtime.persistence import PendingCallSpec, RunOutcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

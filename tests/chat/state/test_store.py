@@ -16,7 +16,8 @@ from chat.models import ChatSession, Checkpoint, Message, Run
 from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage, ToolCall
-from workers.runtime.persistence import RunConflictError, RunOutcome, RunSupersededError, UnknownSessionError
+from workers.exceptions import RunConflictError, RunErrorCode, RunSupersededError, SessionNotFoundError
+from workers.runtime.persistence import RunOutcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -141,7 +142,9 @@ async def test_one_run_in_flight_per_session() -> None:
         await store.start_run(session_id, "chat", user_message=USER, start_sequence=0, message_id="m2")
     assert info.value.status_code == 409
     assert await Message.objects.filter(session_id=session_id).acount() == 1  # the refused start changed nothing
-    await store.finish_run(run_id, RunOutcome("failed", error_code="provider_overloaded", error_message="busy"))
+    await store.finish_run(
+        run_id, RunOutcome("failed", error_code=RunErrorCode.PROVIDER_OVERLOADED, error_message="busy")
+    )
     assert (await ChatSession.objects.aget(pk=session_id)).status == "failed"
     await store.start_run(session_id, "chat", user_message=USER, start_sequence=3, message_id="m2")
 
@@ -186,9 +189,9 @@ async def test_unknown_and_malformed_session_ids() -> None:
         assert await store.get_state(session_id) == {}
         assert await store.get_current_run(session_id) is None
         assert await store.get_checkpoint(session_id) is None
-        with pytest.raises(UnknownSessionError):
+        with pytest.raises(SessionNotFoundError):
             await store.load_session(session_id)
-    with pytest.raises(UnknownSessionError):
+    with pytest.raises(SessionNotFoundError):
         await store.start_run("a/b", "chat", user_message=USER, start_sequence=0, message_id="m")
 
 

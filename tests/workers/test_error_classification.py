@@ -1,0 +1,176 @@
+"""How a run's failure becomes a code: the error types, :func:`as_run_error`, and the loop and the
+executor recording it. The model adapter's own classification is in ``test_openai_adapter.py``.
+No database: the loops run on the in-memory store, the executor on a recorder kept in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from streams.backends import InMemoryStreamManager
+from streams.exceptions import StreamSupersededError
+from streams.messages import StoredMessage
+from streams.protocol import Chunk, ErrorChunk, SubAgentStart, ToolEnd
+from workers.exceptions import (
+    LLMError,
+    RunError,
+    RunErrorCode,
+    RunSupersededError,
+    StatePatchError,
+    UnknownAgentError,
+    as_run_error,
+)
+from workers.executors import execute_run
+from workers.leases import LeaseKeeper
+from workers.llm.base import LLM, LLMEvent, ToolDefinition
+from workers.llm.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
+from workers.runtime.agents import Agent, define_agent, define_tool
+from workers.runtime.persistence import RunClaim, RunOutcome
+from workers.runtime.steps import RunLoop
+
+
+def test_run_error_codes_are_lower_snake_and_named_after_their_value() -> None:
+    for code in RunErrorCode:
+        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", code.value) and code.name == code.value.upper()
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "recoverable", "message"),
+    [
+        (RunError("too long", RunErrorCode.MAX_STEPS_EXCEEDED), "max_steps_exceeded", False, "too long"),
+        (LLMError("busy", RunErrorCode.PROVIDER_OVERLOADED, True), "provider_overloaded", True, "busy"),
+        (LLMError("odd"), "provider_error", False, "odd"),
+        (StatePatchError("no path"), "state_patch_failed", False, "no path"),
+        (UnknownAgentError("Unknown agent 'x'"), "unknown_agent", False, "Unknown agent 'x'"),
+        (ValueError("boom"), "internal_error", False, "ValueError: boom"),
+    ],
+)
+def test_what_a_run_that_raised_fails_with(error: Exception, code: str, recoverable: bool, message: str) -> None:
+    failure = as_run_error(error)
+    assert (failure.code, failure.recoverable, failure.message) == (code, recoverable, message)
+    assert isinstance(failure.code, RunErrorCode)
+    if isinstance(error, RunError):
+        assert failure is error
+
+
+def test_a_run_error_takes_only_known_codes() -> None:
+    assert RunError("x", "worker_lost").code is RunErrorCode.WORKER_LOST  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        RunError("x", "WORKER_LOST")  # type: ignore[arg-type]
+
+
+def test_a_superseded_run_is_a_superseded_stream_with_its_code() -> None:
+    error = RunSupersededError("session-1", "run-1", 1, 2)
+    assert isinstance(error, StreamSupersededError)
+    assert (error.code, error.status_code) == ("EXECUTOR_SUPERSEDED", 409)
+    assert (error.stream_id, error.run_id, error.epoch, error.current_epoch) == ("session-1", "run-1", 1, 2)
+    assert str(error) == "Run run-1 is held by epoch 2, not 1"
+
+
+class Raising(LLM):
+    """A model whose call raises ``error`` before its first event."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def stream(
+        self, system_prompt: str, messages: list[StoredMessage], tools: list[ToolDefinition]
+    ) -> AsyncIterator[LLMEvent]:
+        raise self.error
+        yield  # an async generator
+
+
+async def run_loop(agent: Agent) -> tuple[RunOutcome, list[Chunk]]:
+    """Run ``agent`` as a run of its own on the in-memory store, with nothing recorded."""
+    streams = InMemoryStreamManager()
+    loop = RunLoop(agent, session_id="session-1", run_id="run-1", streams=streams, recorder=None)
+    outcome = await loop.run(messages=[StoredMessage(role="user", content="go")], state={})
+    return outcome, [chunk for chunk, _ in await streams.get_all_chunks("session-1")]
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "recoverable"),
+    [
+        (RuntimeError("a bug"), "internal_error", False),
+        (LLMError("refused", RunErrorCode.PROVIDER_AUTH), "provider_auth", False),
+        (LLMError("429", RunErrorCode.PROVIDER_RATE_LIMITED, True), "provider_rate_limited", True),
+    ],
+)
+async def test_the_loop_records_a_failure_with_its_code(error: Exception, code: str, recoverable: bool) -> None:
+    outcome, chunks = await run_loop(define_agent("failing", "x", llm=Raising(error), register=False))
+    assert (outcome.status, outcome.error_code) == ("failed", code)
+    [chunk] = [c for c in chunks if isinstance(c, ErrorChunk)]
+    assert (chunk.code, chunk.recoverable, chunk.error, chunk.step) == (code, recoverable, outcome.error_message, 1)
+    assert (chunk.agent_id, chunk.agent_type) == ("run-1", "failing")
+
+
+class Where(BaseModel):
+    city: str = ""
+
+
+def delegate(messages: list[StoredMessage]) -> ScriptedTurn:
+    if messages[-1].role == "tool":
+        return ScriptedTurn(text=f"The helper said: {messages[-1].content}")
+    return ScriptedTurn(tool_calls=[ScriptedToolCall("helper", {"task": "find the user"})])
+
+
+@pytest.mark.parametrize(
+    ("child_llm", "code"),
+    [
+        (
+            ScriptedModel(lambda m: ScriptedTurn(tool_calls=[ScriptedToolCall("locate", {})]), delay=(0, 0)),
+            "unsupported_pause",
+        ),
+        (Raising(LLMError("down", RunErrorCode.PROVIDER_UNAVAILABLE, True)), "provider_unavailable"),
+    ],
+)
+async def test_a_failed_sub_agent_fails_its_tool_call_not_the_run(child_llm: Any, code: str) -> None:
+    locate = define_tool("locate", "Where the user is (runs in the browser).", Where)
+    helper = define_agent("helper", "x", tools=[locate], llm=child_llm, register=False)
+    parent = define_agent("parent", "x", tools=[helper], llm=ScriptedModel(delegate, delay=(0, 0)), register=False)
+    outcome, chunks = await run_loop(parent)
+    assert outcome.status == "completed"
+    [start] = [c for c in chunks if isinstance(c, SubAgentStart)]
+    [child_error] = [c for c in chunks if isinstance(c, ErrorChunk)]
+    assert (child_error.agent_id, child_error.code) == (start.sub_session_id, code)
+    [end] = [c for c in chunks if isinstance(c, ToolEnd)]
+    assert (end.tool_call_id, end.success, end.error) == (start.call_id, False, child_error.error)
+    assert outcome.output == f"The helper said: {child_error.error}"
+
+
+class OneClaim:
+    """A recorder holding one claimable run of an agent no worker has registered."""
+
+    def __init__(self) -> None:
+        self.finished: list[tuple[RunOutcome, int | None]] = []
+
+    async def claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim:
+        return RunClaim(
+            run_id, "session-1", "retired-agent", "msg-1", epoch=1, attempt=1, step_count=0, start_sequence=0
+        )
+
+    async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:
+        return set(run_ids)
+
+    async def finish_run(self, run_id: str, outcome: RunOutcome, *, epoch: int | None = None) -> None:
+        self.finished.append((outcome, epoch))
+
+
+async def test_a_run_of_an_unregistered_agent_fails_as_unknown_agent() -> None:
+    recorder, streams = OneClaim(), InMemoryStreamManager()
+    await streams.create_writer("session-1", "run-1")
+    keeper = LeaseKeeper(recorder, lease_seconds=30, heartbeat_seconds=0.01)  # type: ignore[arg-type]
+    attempt = asyncio.ensure_future(execute_run(recorder, streams, "run-1", keeper))  # type: ignore[arg-type]
+    outcome = await attempt
+    assert outcome is not None and (outcome.status, outcome.error_code) == ("failed", "unknown_agent")
+    assert "retired-agent" in outcome.error_message
+    assert recorder.finished == [(outcome, 1)]
+    [chunk] = [c for c, _ in await streams.get_all_chunks("session-1") if isinstance(c, ErrorChunk)]
+    assert (chunk.code, chunk.recoverable, chunk.step, chunk.agent_type) == ("unknown_agent", False, 0, "retired-agent")
+    info = await streams.get_stream_info("session-1")
+    assert info is not None and info.status == "failed"
