@@ -146,7 +146,7 @@ async def bench_concurrency(redis_url: str, queue: str, runs: int) -> tuple[floa
             outcome = await handle.result(timeout=300)
             assert outcome.status == "completed", outcome
         rows = [await Run.objects.aget(pk=h.run_id) for h in handles]
-        return [(row.finished_at - row.created_at).total_seconds() for row in rows]
+        return [(row.finished_at - row.created_at).total_seconds() for row in rows if row.finished_at]
 
     solo = statistics.median(
         [(await durations([await executor.execute("chat", f"Solo question {i}")]))[0] for i in range(3)]

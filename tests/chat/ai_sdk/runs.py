@@ -145,7 +145,12 @@ def build_run(spec: RunSpec, message_count_before: int) -> BuiltRun:
                 )
             if tool.subagent:
                 sub = f"sub-{tool.call_id}"
-                common = {"step": number, "sub_agent_type": "helper", "sub_session_id": sub, "call_id": tool.call_id}
+                common: dict[str, Any] = {
+                    "step": number,
+                    "sub_agent_type": "helper",
+                    "sub_session_id": sub,
+                    "call_id": tool.call_id,
+                }
                 chunks.append(SubAgentStart(agent_id=agent, agent_type="assistant", timestamp=1, **common))
                 chunks.append(TextDelta(agent_id=sub, agent_type="helper", timestamp=1, delta="working on it"))
                 chunks.append(

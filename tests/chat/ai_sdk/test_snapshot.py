@@ -11,7 +11,7 @@ from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.state import CheckpointInfo, InMemoryStateStore
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import InMemoryStreamManager
-from streams.protocol import TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamStart, ToolEnd, ToolStart
+from streams.protocol import Chunk, TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamStart, ToolEnd, ToolStart
 from tests.chat.ai_sdk.runs import RunSpec, StepSpec, ToolSpec
 from tests.chat.ai_sdk.scenario import SESSION, Scenario
 
@@ -89,7 +89,7 @@ async def test_paused_runs_show_their_pending_calls() -> None:
 
 def test_partial_content_and_replay_events() -> None:
     a = "run-1"
-    chunks = [
+    chunks: list[Chunk] = [
         Thinking(agent_id=a, timestamp=1, content="hmm", is_complete=True),
         TextDelta(agent_id=a, timestamp=1, delta="Hel"),
         TextDelta(agent_id="sub", timestamp=1, delta="ignored"),
@@ -120,7 +120,7 @@ def test_partial_content_and_replay_events() -> None:
 
 def test_a_resumed_transformer_continues_where_the_client_is() -> None:
     a = "run-1"
-    shown = [
+    shown: list[Chunk] = [
         TextDelta(agent_id=a, timestamp=1, delta="Hel"),
         ToolArgStreamStart(agent_id=a, timestamp=1, tool_call_id="c1", tool_name="search"),
         ToolStart(agent_id=a, timestamp=1, tool_call_id="c0", tool_name="search", arguments={}),
@@ -128,7 +128,7 @@ def test_a_resumed_transformer_continues_where_the_client_is() -> None:
     ]
     transformer = StreamTransformer(message_id="m")
     transformer.resume_from(rebuild_partial_content(shown), text_block="blk")
-    live = [
+    live: list[Chunk] = [
         TextDelta(agent_id=a, timestamp=1, delta="!"),
         ToolArgStreamDelta(agent_id=a, timestamp=1, tool_call_id="c1", delta="{}"),
         ToolEnd(agent_id=a, timestamp=1, tool_call_id="c0", result=1),

@@ -57,9 +57,7 @@ def at_once(count: int, work: Callable[[int], Any]) -> list[Any]:
 def queued_run() -> str:
     store = DjangoStateStore()
     session_id = str(uuid.uuid4())
-    return store._start_run(
-        uuid.UUID(session_id), "chat", StoredMessage(role="user", content="hi"), None, None, 0, "m-1", None
-    )
+    return store._start_run(session_id, "chat", StoredMessage(role="user", content="hi"), None, None, 0, "m-1", None)
 
 
 def test_concurrent_attempts_claim_a_run_once_and_epochs_only_grow() -> None:
@@ -86,6 +84,7 @@ def test_a_decision_applies_once_whatever_the_number_of_tabs() -> None:
     store = DjangoStateStore()
     run_id = queued_run()
     claim = store._claim_run(run_id, "worker", 4.0)
+    assert claim is not None
     approval_id = str(uuid.uuid4())
     spec = PendingCallSpec("call-1", "send_email", {"to": "a@b.c"}, "approval", approval_id)
     store._commit_step(run_id, 1, [], {}, 5, claim.epoch, [spec], None)
