@@ -138,7 +138,7 @@ CELERY_TASK_DEFAULT_QUEUE = HELIX["CELERY_QUEUE"]
 # A message not acknowledged in this time is delivered again: longer than any run may take.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": RUN_TIME_LIMIT_SECONDS + 600}
 # Runs wait on I/O: a thread per task, all runs of the process on one shared event loop
-# (workers.loop). `celery -A helix_site worker` then holds this many runs at once.
+# (workers.event_loop). `celery -A helix_site worker` then holds this many runs at once.
 CELERY_WORKER_POOL = env_str("HELIX_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = int(env_str("HELIX_WORKER_CONCURRENCY", "100"))
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
