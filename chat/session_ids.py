@@ -16,7 +16,7 @@ from typing import TypeGuard
 
 from streams.exceptions import ValidationError
 
-__all__ = ["MAX_SESSION_ID_LENGTH", "canonical_session_id", "is_session_id", "new_session_id"]
+__all__ = ["MAX_SESSION_ID_LENGTH", "canonical_session_id", "is_session_id", "new_session_id", "session_key"]
 
 MAX_SESSION_ID_LENGTH = 128
 _SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -45,3 +45,8 @@ def canonical_session_id(value: object, field: str = "session id") -> str:
 def new_session_id() -> str:
     """A fresh session id, for a chat request that names none."""
     return str(uuid.uuid4())
+
+
+def session_key(value: str) -> str | None:
+    """``value`` if it is a session id, else ``None``: stores look up only ids the edge canonicalised."""
+    return value if is_session_id(value) else None

@@ -20,10 +20,11 @@ from chat.state.db import db
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
+from workers.attempts import execute_run
 from workers.event_loop import run_on_worker_loop
 from workers.exceptions import RunErrorCode
-from workers.executors import RUN_TASK, execute_run, lease_keeper
-from workers.leases import LeaseKeeper
+from workers.executors import RUN_TASK
+from workers.leases import LeaseKeeper, lease_keeper
 from workers.runtime.persistence import RunOutcome
 
 logger = logging.getLogger(__name__)

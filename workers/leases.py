@@ -17,9 +17,10 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from streams.conf import helix_settings
 from workers.runtime.persistence import RunRecorder
 
-__all__ = ["LeaseKeeper", "worker_name"]
+__all__ = ["LeaseKeeper", "lease_keeper", "worker_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,3 +93,12 @@ class LeaseKeeper:
             attempt.task.cancel()
         await asyncio.gather(*(attempt.task for _, attempt in held), return_exceptions=True)
         return [run_id for run_id, attempt in held if await self.recorder.release_run(run_id, attempt.epoch)]
+
+
+def lease_keeper(recorder: RunRecorder) -> LeaseKeeper:
+    """A lease keeper with the configured lease and heartbeat (one per process and event loop)."""
+    return LeaseKeeper(
+        recorder,
+        lease_seconds=float(helix_settings.LEASE_SECONDS),
+        heartbeat_seconds=float(helix_settings.HEARTBEAT_SECONDS),
+    )

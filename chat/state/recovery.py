@@ -26,8 +26,10 @@ from chat.state.approvals import run_is_answered
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import HelixError
+from streams.protocol import ErrorChunk, RunInterrupted
 from workers.exceptions import RunErrorCode
 from workers.executors import RUN_TASK
+from workers.runtime.writer import RunWriter
 
 __all__ = ["ReapReport", "reap_expired_runs"]
 
@@ -125,14 +127,12 @@ def _close(run: Run, status: str, error: str) -> bool:
         streams = get_stream_manager()
         try:
             await streams.fence(session_id, epoch)
-            writer = await streams.create_writer(session_id, str(run.pk), epoch=epoch)
+            writer = RunWriter(await streams.create_writer(session_id, str(run.pk), epoch=epoch))
             if status == "failed":
-                await writer.write(
-                    {"type": "error", "error": error, "code": RunErrorCode.WORKER_LOST, "recoverable": False, "step": 0}
-                )
+                await writer.emit(ErrorChunk, error=error, code=RunErrorCode.WORKER_LOST, recoverable=False, step=0)
                 await streams.fail_stream(session_id, error, epoch=epoch)
             else:
-                await writer.write({"type": "run_interrupted", "runId": str(run.pk), "step": 0, "reason": "user_stop"})
+                await writer.emit(RunInterrupted, run_id=str(run.pk), step=0, reason="user_stop")
                 await streams.end_stream(session_id, epoch=epoch)
         except HelixError:
             logger.exception("could not close the stream of run %s", run.pk)

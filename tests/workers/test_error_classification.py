@@ -16,6 +16,7 @@ from streams.backends import InMemoryStreamManager
 from streams.exceptions import StreamSupersededError
 from streams.messages import StoredMessage
 from streams.protocol import Chunk, ErrorChunk, SubAgentStart, ToolEnd
+from workers.attempts import execute_run
 from workers.exceptions import (
     LLMError,
     RunError,
@@ -25,7 +26,6 @@ from workers.exceptions import (
     UnknownAgentError,
     as_run_error,
 )
-from workers.executors import execute_run
 from workers.leases import LeaseKeeper
 from workers.llm.base import LLM, LLMEvent, ToolDefinition
 from workers.llm.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn

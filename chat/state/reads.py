@@ -1,0 +1,78 @@
+"""What the AI SDK bridge reads from the database: a session's messages, state, latest run and
+latest checkpoint (:class:`~chat.ai_sdk.state.StateStore` on the chat models)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore
+from chat.models import ChatSession, Checkpoint, Message, Run
+from chat.session_ids import session_key
+from chat.state.db import db
+
+__all__ = ["DjangoStateReader"]
+
+
+def _run_info(run: Run) -> RunInfo:
+    return RunInfo(
+        run_id=str(run.id),
+        status=run.status,  # type: ignore[arg-type]
+        start_sequence=run.start_sequence,
+        step_count=run.step_count,
+        message_id=run.message_id or None,
+        message_offset=run.message_offset,
+    )
+
+
+class DjangoStateReader(StateStore):
+    """Sessions read for the bridge, each read one database hop in a worker thread."""
+
+    async def session_exists(self, session_id: str) -> bool:
+        key = session_key(session_id)
+        return key is not None and await db(ChatSession.objects.filter(pk=key).exists)()
+
+    async def get_messages(self, session_id: str, offset: int = 0, limit: int | None = None) -> MessagePage:
+        key = session_key(session_id)
+        if key is None:
+            return MessagePage([], False, 0)
+
+        def read() -> MessagePage:
+            query = Message.objects.for_session(key)
+            total = query.count()
+            end = total if limit is None else offset + limit
+            return MessagePage([m.to_stored() for m in query[offset:end]], end < total, total)
+
+        return await db(read)()
+
+    async def get_state(self, session_id: str) -> dict[str, Any]:
+        key = session_key(session_id)
+        if key is None:
+            return {}
+        session = await db(ChatSession.objects.filter(pk=key).only("state").first)()
+        return dict(session.state) if session else {}
+
+    async def get_current_run(self, session_id: str) -> RunInfo | None:
+        key = session_key(session_id)
+        if key is None:
+            return None
+        fields = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
+        rows = await db(lambda: list(Run.objects.for_session(key).latest_first().values_list(*fields)[:1]))()
+        if not rows:
+            return None
+        return _run_info(Run(**dict(zip(fields, rows[0], strict=True))))
+
+    async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
+        key = session_key(session_id)
+        if key is None:
+            return None
+
+        def read() -> CheckpointInfo | None:
+            run = Run.objects.for_session(key).latest_first().first()
+            checkpoint = Checkpoint.objects.filter(run=run).order_by("-step").first() if run else None
+            if checkpoint is None:
+                return None
+            return CheckpointInfo(
+                str(checkpoint.id), checkpoint.step, checkpoint.message_count, checkpoint.stream_sequence
+            )
+
+        return await db(read)()

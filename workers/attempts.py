@@ -1,0 +1,123 @@
+"""Attempts: one execution of a run, from its claim to its recorded outcome.
+
+An attempt (:func:`execute_run`) claims the run with a new fencing epoch and a lease that its
+process's :class:`~workers.leases.LeaseKeeper` renews, runs the agent's step loop, records the
+outcome and closes the stream, every write fenced by its epoch. An attempt that takes over from a
+dead one (:func:`take_over`) voids the dead one's partial step, tells readers to resync, and
+continues after the last committed step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from streams.backends.base import StreamManager
+from streams.exceptions import StreamSupersededError
+from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync
+from workers.exceptions import as_run_error
+from workers.leases import LeaseKeeper
+from workers.runtime.agents import Agent, get_agent
+from workers.runtime.persistence import RunClaim, RunOutcome, RunRecorder
+from workers.runtime.steps import RunLoop, report_failure
+from workers.runtime.writer import RunWriter
+
+__all__ = ["execute_run", "take_over"]
+
+logger = logging.getLogger(__name__)
+
+
+async def execute_run(
+    recorder: RunRecorder, streams: StreamManager, run_id: str, keeper: LeaseKeeper, agent: Agent | None = None
+) -> RunOutcome | None:
+    """Claim ``run_id`` for a new attempt and run it to its end: the agent loop, the outcome
+    recorded, the stream closed, every write fenced by the attempt's epoch. The run's agent is
+    looked up by name unless given (an agent defined without registering it).
+
+    ``None`` when there was nothing to claim (finished, or held by a live attempt) or when a
+    newer attempt superseded this one midway (then it leaves everything to that one).
+    """
+    claim = await recorder.claim_run(run_id, keeper.worker, keeper.lease_seconds)
+    if claim is None:
+        return None
+    task = asyncio.current_task()
+    assert task is not None
+    keeper.hold(run_id, claim.epoch, task)
+    try:
+        return await _attempt(recorder, streams, claim, agent)
+    except StreamSupersededError as exc:  # the stream's fence, or the database's (RunSupersededError)
+        logger.warning("attempt %d of run %s was superseded: %s", claim.attempt, run_id, exc)
+        return None
+
+
+async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClaim, given: Agent | None) -> RunOutcome:
+    session_id, epoch = claim.session_id, claim.epoch
+    if claim.takeover:
+        await take_over(streams, claim)
+    else:
+        await streams.fence(session_id, epoch)
+    if claim.waiting:  # died after committing a pause, before recording it: just pause again
+        outcome = RunOutcome("paused")
+        await recorder.finish_run(claim.run_id, outcome, epoch=epoch)
+        await streams.pause_stream(session_id, epoch=epoch)
+        return outcome
+    try:
+        agent = given if given is not None and given.name == claim.agent else get_agent(claim.agent)
+    except Exception as exc:
+        writer = RunWriter(await streams.create_writer(session_id, claim.run_id, claim.agent, epoch=epoch))
+        outcome = await report_failure(writer, as_run_error(exc), step=0, usage={})
+    else:
+        loop = RunLoop(
+            agent, session_id=session_id, run_id=claim.run_id, streams=streams, recorder=recorder, epoch=epoch
+        )
+        outcome = await loop.run(message_id=claim.message_id, first_step=claim.step_count + 1)
+    await recorder.finish_run(claim.run_id, outcome, epoch=epoch)
+    if outcome.status == "failed":
+        await streams.fail_stream(session_id, outcome.error_message or outcome.error_code, epoch=epoch)
+    elif outcome.status == "paused":
+        await streams.pause_stream(session_id, epoch=epoch)
+    else:
+        await streams.end_stream(session_id, output=outcome.output, epoch=epoch)
+    return outcome
+
+
+async def take_over(streams: StreamManager, claim: RunClaim) -> None:
+    """Start attempt ``claim`` where the last one left off: fence the stream, void the partial
+    step the dead attempt was in (``step_discarded``), and tell readers to resync."""
+    latest = await streams.fence(claim.session_id, claim.epoch)
+    floor = claim.checkpoint_sequence if claim.checkpoint_sequence is not None else claim.start_sequence
+    step = claim.step_count + 1
+    partial = await streams.get_chunks_from_step(claim.session_id, step, min_sequence=floor)
+    writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
+    if claim.previous_epoch:
+        await writer.emit(
+            ExecutorSuperseded, run_id=claim.run_id, epoch=claim.previous_epoch, current_epoch=claim.epoch
+        )
+    last_good = latest
+    if partial:
+        last_good = partial[0][1] - 1
+        await writer.emit(
+            StepDiscarded,
+            run_id=claim.run_id,
+            step=step,
+            attempt=claim.attempt,
+            from_sequence=partial[0][1],
+            to_sequence=latest,
+            reason=claim.reason,
+        )
+    await writer.emit(
+        StreamResync,
+        run_id=claim.run_id,
+        reason=claim.reason,
+        attempt=claim.attempt,
+        checkpoint_id=claim.checkpoint_id,
+        last_good_sequence=last_good,
+    )
+    logger.info(
+        "run %s: attempt %d (epoch %d) takes over after step %d (%s)",
+        claim.run_id,
+        claim.attempt,
+        claim.epoch,
+        claim.step_count,
+        claim.reason,
+    )
