@@ -55,7 +55,7 @@ def render_message(message: Message) -> SafeString:
             )
         )
     if message.role == Message.Role.TOOL:
-        label = "error" if message.metadata.get("error") else "result"
+        label = "denied" if message.metadata.get("denied") else "error" if message.metadata.get("error") else "result"
         pieces.insert(0, format_html("<div>{} of <code>{}</code></div>", label, message.tool_call_id))
     return format_html_join("", "{}", ((piece,) for piece in pieces))
 

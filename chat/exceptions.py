@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from streams.exceptions import HelixError
+from streams.exceptions import HelixError, ValidationError
 from workers.exceptions import SessionNotFoundError  # the store raises it too; answered 404 here
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "DecisionRejectedError",
     "MethodNotAllowedError",
     "NotAuthenticatedError",
+    "OverrideNotAllowedError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitedError",
@@ -85,3 +86,17 @@ class DecisionExpiredError(HelixError):
 
     code = "DECISION_EXPIRED"
     status_code = 410
+
+
+class OverrideNotAllowedError(ValidationError):
+    """The request replaces the session's history or state (``messages`` / ``state``), which only
+    callers passing ``HELIX["OVERRIDE_PERMISSION_CLASSES"]`` may do; ``field`` names it."""
+
+    code = "OVERRIDE_NOT_ALLOWED"
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        super().__init__(
+            f"{field} replaces what the server stored for this session; this caller may not send it "
+            "(the server's history and state are authoritative)"
+        )

@@ -85,8 +85,16 @@ SCHEMA: dict[str, Any] = {
                         "required": ["message"],
                         "properties": {
                             "message": {"type": "string"},
-                            "messages": {"type": "array", "items": {"type": "object"}},
-                            "state": {"type": "object"},
+                            "messages": {
+                                "type": "array",
+                                "items": {"type": "object"},
+                                "description": "Replaces the stored history: only for callers passing "
+                                "HELIX['OVERRIDE_PERMISSION_CLASSES'] (else 400 OVERRIDE_NOT_ALLOWED).",
+                            },
+                            "state": {
+                                "type": "object",
+                                "description": "Replaces the stored state: same rule as messages.",
+                            },
                             "agent": {"type": "string"},
                         },
                     },
@@ -180,7 +188,10 @@ SCHEMA: dict[str, Any] = {
                     {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
                 ],
-                "responses": {"200": {"description": "`{messages, hasMore, offset, limit}`"}, **_errors(400, 401, 404)},
+                "responses": {
+                    "200": {"description": "`{messages, hasMore, offset, limit, total}`: one message per reply"},
+                    **_errors(400, 401, 404),
+                },
             },
         },
         "/chat/{session_id}/stop": {

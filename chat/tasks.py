@@ -15,17 +15,13 @@ from typing import Any
 from celery import shared_task
 from celery.signals import worker_shutting_down
 
-from chat.models import Run
-from chat.state.db import db
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from workers.attempts import execute_run
 from workers.event_loop import run_on_worker_loop
-from workers.exceptions import RunErrorCode
 from workers.executors import RUN_TASK
 from workers.leases import LeaseKeeper, lease_keeper
-from workers.runtime.persistence import RunOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -45,19 +41,10 @@ def _keeper() -> LeaseKeeper:
 
 async def _execute(run_id: str) -> str:
     store, streams = DjangoStateStore(), get_stream_manager()
-    attempt = asyncio.ensure_future(execute_run(store, streams, run_id, _keeper()))
+    # The attempt enforces the time limit itself: its failure is written under its fencing epoch.
+    attempt = asyncio.ensure_future(execute_run(store, streams, run_id, _keeper(), time_limit=SOFT_TIME_LIMIT))
     try:
-        outcome = await asyncio.wait_for(asyncio.shield(attempt), SOFT_TIME_LIMIT)
-    except TimeoutError:
-        attempt.cancel()
-        message = f"The run exceeded its time limit of {SOFT_TIME_LIMIT} s"
-        await store.finish_run(
-            run_id, RunOutcome("failed", error_code=RunErrorCode.TIME_LIMIT_EXCEEDED, error_message=message)
-        )
-        session_id = await db(Run.objects.filter(pk=run_id).values_list("session_id", flat=True).first)()
-        if session_id is not None:
-            await streams.fail_stream(str(session_id), message)
-        return "failed"
+        outcome = await asyncio.shield(attempt)
     except asyncio.CancelledError:
         if attempt.cancelled() and not _current_cancelling():
             return "superseded"  # our lease went to another worker, or we handed the run back

@@ -20,6 +20,8 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         "THROTTLE_RATES": {"helix_chat": "30/minute"},   # chat POSTs per caller
         "THROTTLE_CACHE": None,            # cache alias; None: the stream Redis when streams are there
         "ALLOW_ANONYMOUS": False,          # visitors without an account may chat
+        "OVERRIDE_PERMISSION_CLASSES": [], # DRF classes a POST must pass to send `messages`/`state`
+                                           # overrides; []: refused over HTTP (400)
         "SSE_KEEPALIVE_SECONDS": 15.0,     # idle time before an SSE keep-alive comment
         "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,  # a client that reads nothing this long is dropped
         "MAX_MESSAGE_CHARS": 20_000,       # longest user message
@@ -67,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "THROTTLE_RATES": {"helix_chat": "30/minute"},
     "THROTTLE_CACHE": None,
     "ALLOW_ANONYMOUS": False,
+    "OVERRIDE_PERMISSION_CLASSES": [],
     "SSE_KEEPALIVE_SECONDS": 15.0,
     "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,
     "MAX_MESSAGE_CHARS": 20_000,

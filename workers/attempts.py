@@ -15,7 +15,7 @@ import logging
 from streams.backends.base import StreamManager
 from streams.exceptions import StreamSupersededError
 from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync
-from workers.exceptions import as_run_error
+from workers.exceptions import RunError, RunErrorCode, as_run_error
 from workers.leases import LeaseKeeper
 from workers.runtime.agents import Agent, get_agent
 from workers.runtime.persistence import RunClaim, RunOutcome, RunRecorder
@@ -28,11 +28,19 @@ logger = logging.getLogger(__name__)
 
 
 async def execute_run(
-    recorder: RunRecorder, streams: StreamManager, run_id: str, keeper: LeaseKeeper, agent: Agent | None = None
+    recorder: RunRecorder,
+    streams: StreamManager,
+    run_id: str,
+    keeper: LeaseKeeper,
+    agent: Agent | None = None,
+    *,
+    time_limit: float | None = None,
 ) -> RunOutcome | None:
     """Claim ``run_id`` for a new attempt and run it to its end: the agent loop, the outcome
     recorded, the stream closed, every write fenced by the attempt's epoch. The run's agent is
-    looked up by name unless given (an agent defined without registering it).
+    looked up by name unless given (an agent defined without registering it). An attempt still
+    going after ``time_limit`` seconds is stopped and the run fails ``time_limit_exceeded``,
+    written under the same fence.
 
     ``None`` when there was nothing to claim (finished, or held by a live attempt) or when a
     newer attempt superseded this one midway (then it leaves everything to that one).
@@ -44,10 +52,30 @@ async def execute_run(
     assert task is not None
     keeper.hold(run_id, claim.epoch, task)
     try:
-        return await _attempt(recorder, streams, claim, agent)
+        deadline = asyncio.timeout(time_limit)
+        try:
+            async with deadline:
+                return await _attempt(recorder, streams, claim, agent)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # a timeout of the run's own, not its time limit
+            assert time_limit is not None
+            return await _out_of_time(recorder, streams, claim, time_limit)
     except StreamSupersededError as exc:  # the stream's fence, or the database's (RunSupersededError)
         logger.warning("attempt %d of run %s was superseded: %s", claim.attempt, run_id, exc)
         return None
+
+
+async def _out_of_time(recorder: RunRecorder, streams: StreamManager, claim: RunClaim, limit: float) -> RunOutcome:
+    """Fail the run of attempt ``claim`` for running past ``limit`` seconds, fenced by its epoch:
+    after a newer attempt took the run over, this changes nothing."""
+    error = RunError(f"The run exceeded its time limit of {limit:g} s", RunErrorCode.TIME_LIMIT_EXCEEDED)
+    writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
+    outcome = await report_failure(writer, error, step=claim.step_count, usage={})
+    await recorder.finish_run(claim.run_id, outcome, epoch=claim.epoch)
+    await streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch)
+    logger.warning("run %s: attempt %d ran past its time limit of %g s", claim.run_id, claim.attempt, limit)
+    return outcome
 
 
 async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClaim, given: Agent | None) -> RunOutcome:

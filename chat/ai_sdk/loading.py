@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from typing import Literal
 
-from chat.ai_sdk.messages import CoreUIMessage, IdGenerator, convert_to_core_ui_messages, convert_to_ui_messages
+from chat.ai_sdk.messages import (
+    CoreUIMessage,
+    IdGenerator,
+    convert_to_core_ui_messages,
+    convert_to_ui_messages,
+    merge_assistant_messages,
+)
 from chat.ai_sdk.state import StateStore
 from chat.ai_sdk.ui_messages import UIMessage
 from streams.exceptions import ValidationError
 from streams.messages import StoredMessage
 
-__all__ = ["UIMessageStore", "load_all_ui_messages", "load_core_ui_messages", "load_ui_messages"]
+__all__ = [
+    "UIMessageStore",
+    "all_messages",
+    "load_all_ui_messages",
+    "load_core_ui_messages",
+    "load_reply_page",
+    "load_ui_messages",
+]
 
 MAX_LIMIT = 500
 _PAGE = 500
@@ -41,12 +54,19 @@ async def load_ui_messages(
     _check_page(offset, limit)
     page = await store.get_messages(session_id, offset, limit)
     messages = convert_to_ui_messages(
-        page.messages, generate_id, include_reasoning, include_tool_results, tool_parts=tool_parts, first_index=offset
+        page.messages,
+        generate_id,
+        include_reasoning,
+        include_tool_results,
+        tool_parts=tool_parts,
+        first_index=offset,
+        decisions=await store.get_tool_decisions(session_id),
     )
     return messages, page.has_more
 
 
-async def _all_messages(store: StateStore, session_id: str) -> list[StoredMessage]:
+async def all_messages(store: StateStore, session_id: str) -> list[StoredMessage]:
+    """Every stored message of the session, read page by page."""
     messages: list[StoredMessage] = []
     while True:
         page = await store.get_messages(session_id, len(messages), _PAGE)
@@ -64,8 +84,29 @@ async def load_all_ui_messages(
     tool_parts: Literal["dynamic", "static"] = "dynamic",
 ) -> list[UIMessage]:
     """Every UI message of the session; tool results are always merged into their calls."""
-    messages = await _all_messages(store, session_id)
-    return convert_to_ui_messages(messages, generate_id, include_reasoning, include_tool_results, tool_parts=tool_parts)
+    messages = await all_messages(store, session_id)
+    decisions = await store.get_tool_decisions(session_id)
+    return convert_to_ui_messages(
+        messages, generate_id, include_reasoning, include_tool_results, tool_parts=tool_parts, decisions=decisions
+    )
+
+
+async def load_reply_page(
+    store: StateStore,
+    session_id: str,
+    offset: int = 0,
+    limit: int = 50,
+    include_reasoning: bool = True,
+    include_tool_results: bool = True,
+) -> tuple[list[UIMessage], bool, int]:
+    """A page of the session as a client shows it: one message per reply, the steps of a reply
+    merged as the snapshot merges them, so every message has its own id. ``offset`` and ``limit``
+    count these messages; returns the page, whether more follow, and how many there are."""
+    _check_page(offset, limit)
+    merged = merge_assistant_messages(
+        await load_all_ui_messages(store, session_id, include_reasoning, include_tool_results)
+    )
+    return merged[offset : offset + limit], offset + limit < len(merged), len(merged)
 
 
 async def load_core_ui_messages(
@@ -76,7 +117,7 @@ async def load_core_ui_messages(
     generate_id: IdGenerator | None = None,
 ) -> list[CoreUIMessage]:
     """Every message of the session in the core format."""
-    messages = await _all_messages(store, session_id)
+    messages = await all_messages(store, session_id)
     return convert_to_core_ui_messages(messages, generate_id, include_reasoning, include_tool_results)
 
 

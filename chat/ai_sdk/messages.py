@@ -5,19 +5,25 @@ Rules: system and user messages become one text part; an assistant message becom
 reasoning part, a text part and one tool part per call, in that order; ``tool`` messages are
 merged into the matching tool part and never appear on their own; results without a matching
 call are dropped; a result that is not JSON is kept as the raw string. Text and reasoning parts
-are ``state: "done"``, as the client leaves them once a block ends. A run still in flight is shown
+are ``state: "done"``, as the client leaves them once a block ends.
+
+What the server recorded about paused calls (``decisions``) decides how their parts read, as the
+client showed them live: a call waiting on a person is ``approval-requested`` with its approval
+id, a decided one ``approval-responded`` until the run applies it, a denied (or expired) one
+``output-denied``, and an approved one carries ``approval.approved``. A run still in flight is shown
 as one ``-partial`` assistant message built from its partial content (:func:`partial_message`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from chat.ai_sdk.partial import PartialContent, TextSegment, ToolSegment
+from chat.ai_sdk.state import ToolDecision
 from chat.ai_sdk.ui_messages import (
     DynamicToolUIPart,
     PartState,
@@ -45,6 +51,7 @@ __all__ = [
 IdGenerator = Callable[[int, StoredMessage], str]
 PARTIAL_SUFFIX = "-partial"
 Outcome = Literal["pending", "completed", "error"]
+Decisions = Mapping[str, ToolDecision]
 
 
 class ToolInvocationPart(msgspec.Struct, tag_field="type", tag="tool-invocation", kw_only=True, rename="camel"):
@@ -86,44 +93,69 @@ def _results(messages: Sequence[StoredMessage]) -> dict[str, StoredMessage]:
     return results
 
 
-def _outcome(result: StoredMessage | None) -> tuple[Outcome, Any]:
+def _outcome(result: StoredMessage | None) -> tuple[Outcome | Literal["denied"], Any]:
     """Where a call stands, with its output or error message."""
     if result is None:
         return "pending", None
+    if result.metadata.get("denied"):
+        return "denied", result.content
     error = result.metadata.get("error")
     if error is None or error is False:
         return "completed", _parse_result(result.content)
     return "error", error if isinstance(error, str) else (result.content or "Tool failed")
 
 
-_UI_STATES: dict[Outcome, ToolState] = {
+_UI_STATES: dict[str, ToolState] = {
     "pending": "input-available",
     "completed": "output-available",
     "error": "output-error",
+    "denied": "output-denied",
 }
 
 
-def _tool_part(call: ToolCall, result: StoredMessage | None, style: Literal["dynamic", "static"]) -> UIMessagePart:
+def _approval(decision: ToolDecision | None, outcome: str) -> tuple[ToolState | None, ToolApproval | None]:
+    """The state a recorded decision puts a part in (``None``: the outcome's) and its approval."""
+    if decision is None or decision.kind != "approval":
+        return None, None
+    reason = decision.reason or None
+    if decision.status == "pending":
+        return ("approval-requested" if outcome == "pending" else None), ToolApproval(id=decision.approval_id)
+    approved = decision.status == "approved"
+    state: ToolState | None = "approval-responded" if outcome == "pending" else None
+    if not approved and outcome != "pending":
+        state = "output-denied"
+    return state, ToolApproval(id=decision.approval_id, approved=approved, reason=reason)
+
+
+def _tool_part(
+    call: ToolCall, result: StoredMessage | None, style: Literal["dynamic", "static"], decision: ToolDecision | None
+) -> UIMessagePart:
     outcome, value = _outcome(result)
-    state = _UI_STATES[outcome]
+    decided_state, approval = _approval(decision, outcome)
+    state = decided_state or _UI_STATES[outcome]
     part: DynamicToolUIPart | ToolUIPart
     if style == "dynamic":
         part = DynamicToolUIPart(call.name, tool_call_id=call.id, state=state, input=call.arguments)
     else:
         part = ToolUIPart(f"tool-{call.name}", tool_call_id=call.id, state=state, input=call.arguments)
-    if outcome == "completed":
+    if state == "output-available":
         part.output = value
-    elif outcome == "error":
+    elif state == "output-error":
         part.error_text = value
+    elif state == "output-denied" and approval is None:
+        approval = ToolApproval(id="", approved=False)
+    if approval is not None:
+        part.approval = approval
     return part
 
 
-def _core_tool_part(call: ToolCall, result: StoredMessage | None) -> ToolInvocationPart:
+def _core_tool_part(call: ToolCall, result: StoredMessage | None, decision: ToolDecision | None) -> ToolInvocationPart:
     outcome, value = _outcome(result)
-    part = ToolInvocationPart(tool_call_id=call.id, tool_name=call.name, input=call.arguments, state=outcome)
-    if outcome == "completed":
+    state: Outcome = "error" if outcome == "denied" else outcome
+    part = ToolInvocationPart(tool_call_id=call.id, tool_name=call.name, input=call.arguments, state=state)
+    if state == "completed":
         part.output = value
-    elif outcome == "error":
+    elif state == "error":
         part.error = value
     return part
 
@@ -136,9 +168,10 @@ def _convert(
     generate_id: IdGenerator | None,
     include_reasoning: bool,
     include_tool_results: bool,
-    tool_part: Callable[[ToolCall, StoredMessage | None], Any],
+    tool_part: Callable[[ToolCall, StoredMessage | None, ToolDecision | None], Any],
     done: PartState | None,
     first_index: int,
+    decisions: Decisions | None,
 ) -> Iterator[_Fields]:
     """The id, role, parts and metadata of each converted message."""
     make_id = generate_id or _default_id
@@ -156,7 +189,8 @@ def _convert(
                 parts.append(ReasoningUIPart(text=message.reasoning, state=done))
             if message.content:
                 parts.append(TextUIPart(text=message.content, state=done))
-            parts += [tool_part(call, results.get(call.id)) for call in message.tool_calls]
+            decided = decisions or {}
+            parts += [tool_part(call, results.get(call.id), decided.get(call.id)) for call in message.tool_calls]
         metadata = dict(message.metadata) if message.metadata else None
         yield message.id or make_id(index, message), role, parts, metadata
 
@@ -169,15 +203,19 @@ def convert_to_ui_messages(
     *,
     tool_parts: Literal["dynamic", "static"] = "dynamic",
     first_index: int = 0,
+    decisions: Decisions | None = None,
 ) -> list[UIMessage]:
     """AI SDK v6 UIMessages: tools as ``dynamic-tool`` parts (``tool_parts="static"``: as
     ``tool-{name}`` parts). Ids: the message's own, else ``generate_id(index, message)`` (default
-    ``msg-{index}``, the index counted from ``first_index``)."""
+    ``msg-{index}``, the index counted from ``first_index``). ``decisions``: the session's
+    recorded tool decisions (:meth:`~chat.ai_sdk.state.StateStore.get_tool_decisions`)."""
 
-    def tool_part(call: ToolCall, result: StoredMessage | None) -> UIMessagePart:
-        return _tool_part(call, result, tool_parts)
+    def tool_part(call: ToolCall, result: StoredMessage | None, decision: ToolDecision | None) -> UIMessagePart:
+        return _tool_part(call, result, tool_parts, decision)
 
-    converted = _convert(messages, generate_id, include_reasoning, include_tool_results, tool_part, "done", first_index)
+    converted = _convert(
+        messages, generate_id, include_reasoning, include_tool_results, tool_part, "done", first_index, decisions
+    )
     return [UIMessage(id=id, role=role, parts=parts, metadata=metadata) for id, role, parts, metadata in converted]
 
 
@@ -192,7 +230,7 @@ def convert_to_core_ui_messages(
     """The framework-agnostic core format: ``tool-invocation`` parts whose ``state`` is
     ``pending``, ``completed`` or ``error`` (``executing`` exists only live), errors in ``error``."""
     converted = _convert(
-        messages, generate_id, include_reasoning, include_tool_results, _core_tool_part, None, first_index
+        messages, generate_id, include_reasoning, include_tool_results, _core_tool_part, None, first_index, None
     )
     return [CoreUIMessage(id=id, role=role, parts=parts, metadata=metadata) for id, role, parts, metadata in converted]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from chat.ai_sdk.loading import load_all_ui_messages
+from chat.ai_sdk.loading import all_messages
 from chat.ai_sdk.messages import PARTIAL_SUFFIX, convert_to_ui_messages, merge_assistant_messages, partial_message
 from chat.ai_sdk.partial import rebuild_partial_content
 from chat.ai_sdk.replay import has_replay_content
@@ -101,6 +101,7 @@ async def build_snapshot(
     run = await store.get_current_run(session_id)
     checkpoint = await store.get_checkpoint(session_id)
     page = await store.get_messages(session_id)
+    decisions = await store.get_tool_decisions(session_id)
     info = await deps.stream_manager.get_stream_info(session_id)  # sequence last
     status = info.status if info is not None else "ended"
     sequence = info.latest_sequence if info is not None else 0
@@ -113,7 +114,7 @@ async def build_snapshot(
     if run is not None and in_flight:
         existing_message_id = run.message_id
         if include_partial:
-            messages = convert_to_ui_messages(page.messages)
+            messages = convert_to_ui_messages(page.messages, decisions=decisions)
             chunks = _uncommitted(await run_chunks(deps.stream_manager, session_id, run, sequence), page.total, run)
             content = rebuild_partial_content(chunks)
             if has_replay_content(content):
@@ -122,11 +123,10 @@ async def build_snapshot(
                 message_id = f"{run.message_id or run.run_id}{PARTIAL_SUFFIX}"
                 messages.append(partial_message(content, message_id, unfinished_tools=status == "paused"))
         else:
-            messages = convert_to_ui_messages(page.messages[: run.message_offset])
+            messages = convert_to_ui_messages(page.messages[: run.message_offset], decisions=decisions)
     else:
-        messages = (
-            await load_all_ui_messages(store, session_id) if page.has_more else convert_to_ui_messages(page.messages)
-        )
+        stored = await all_messages(store, session_id) if page.has_more else page.messages
+        messages = convert_to_ui_messages(stored, decisions=decisions)
     return Snapshot(
         messages=merge_assistant_messages(messages),
         state=state,

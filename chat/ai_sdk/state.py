@@ -13,7 +13,15 @@ from typing import Any, Literal
 
 from streams.messages import StoredMessage
 
-__all__ = ["CheckpointInfo", "InMemoryStateStore", "MessagePage", "RunInfo", "RunStatus", "StateStore"]
+__all__ = [
+    "CheckpointInfo",
+    "InMemoryStateStore",
+    "MessagePage",
+    "RunInfo",
+    "RunStatus",
+    "StateStore",
+    "ToolDecision",
+]
 
 RunStatus = Literal["queued", "running", "paused", "completed", "failed", "interrupted"]
 ACTIVE_RUN_STATUSES: frozenset[str] = frozenset({"queued", "running", "paused"})
@@ -52,6 +60,27 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolDecision:
+    """What the server recorded about a tool call a run paused on.
+
+    ``kind``: ``approval`` (a person decides whether it runs) or ``client_tool`` (the browser runs
+    it). ``status``: ``pending``, ``approved``, ``denied``, ``expired`` (counts as denied) or
+    ``answered`` (a client tool's result came). ``applied``: the run has taken it into a step.
+    """
+
+    tool_call_id: str
+    approval_id: str
+    kind: Literal["approval", "client_tool"]
+    status: Literal["pending", "approved", "denied", "expired", "answered"]
+    reason: str = ""
+    applied: bool = False
+
+    @property
+    def denied(self) -> bool:
+        return self.status in ("denied", "expired")
+
+
+@dataclass(frozen=True, slots=True)
 class MessagePage:
     messages: list[StoredMessage]
     has_more: bool
@@ -81,6 +110,10 @@ class StateStore(abc.ABC):
     async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
         """The latest checkpoint of the current run, or ``None``."""
 
+    async def get_tool_decisions(self, session_id: str) -> dict[str, ToolDecision]:
+        """The calls the session's runs paused on, by tool call id (none for a store without pauses)."""
+        return {}
+
 
 @dataclass
 class _Session:
@@ -88,6 +121,7 @@ class _Session:
     state: dict[str, Any] = field(default_factory=dict)
     run: RunInfo | None = None
     checkpoint: CheckpointInfo | None = None
+    decisions: dict[str, ToolDecision] = field(default_factory=dict)
 
 
 class InMemoryStateStore(StateStore):
@@ -119,6 +153,10 @@ class InMemoryStateStore(StateStore):
         with self._lock:
             self._sessions[session_id].checkpoint = checkpoint
 
+    def set_tool_decision(self, session_id: str, decision: ToolDecision) -> None:
+        with self._lock:
+            self._sessions[session_id].decisions[decision.tool_call_id] = decision
+
     # -- the interface -------------------------------------------------------------------------
 
     async def session_exists(self, session_id: str) -> bool:
@@ -142,3 +180,7 @@ class InMemoryStateStore(StateStore):
     async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
         session = self._sessions.get(session_id)
         return session.checkpoint if session else None
+
+    async def get_tool_decisions(self, session_id: str) -> dict[str, ToolDecision]:
+        session = self._sessions.get(session_id)
+        return dict(session.decisions) if session else {}

@@ -15,16 +15,17 @@ from typing import Any
 
 import msgspec
 
-from chat.ai_sdk.loading import load_ui_messages
+from chat.ai_sdk.loading import load_reply_page
 from chat.ai_sdk.resume import resume_run_stream
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
+from chat.exceptions import DecisionRejectedError, OverrideNotAllowedError
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
 from chat.state.approvals import ToolAnswer
 from streams.backends.base import StreamManager
-from streams.exceptions import ConfigurationError, HelixError, StreamFailedError
+from streams.exceptions import ConfigurationError, HelixError, StreamFailedError, ValidationError
 from streams.messages import StoredMessage
 from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position, with_keep_alive
 from workers.executors import Executor
@@ -103,13 +104,22 @@ class FrontendHandler:
 
     # -- POST: start or continue a run and stream it --------------------------------------------
 
-    async def handle_post(self, session_id: str, body: Any, *, owner_id: int | None = None) -> HandlerResponse:
-        """Start a run for the chat request ``body`` and stream it."""
+    async def handle_post(
+        self, session_id: str, body: Any, *, owner_id: int | None = None, trusted: bool = True
+    ) -> HandlerResponse:
+        """Start a run for the chat request ``body`` and stream it.
+
+        ``trusted``: the caller may replace the session's history and state (the seeds'
+        ``messages`` / ``state`` overrides). The site's own code calling the handler is; the HTTP
+        views pass what ``HELIX["OVERRIDE_PERMISSION_CLASSES"]`` say of the request.
+        """
         try:
             request = parse_chat_body(body, self.limits)
+            if request.overrides and not trusted:
+                raise OverrideNotAllowedError(request.overrides[0])
             if request.continuation_of is not None:
-                run = await self.store.get_current_run(session_id)
-                if run is not None and run.status == "paused":
+                run = await self._continued_run(session_id, request)
+                if run is not None:
                     return await self._resume_paused(session_id, run, request, owner_id)
             handle = await self._execute(session_id, request, owner_id)
         except HelixError as exc:
@@ -119,6 +129,35 @@ class FrontendHandler:
             return error_response(StreamFailedError(handle.session_id, "the run failed to start"))
         transformer = StreamTransformer(message_id=handle.message_id, **self.transformer_options)
         return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": handle.session_id})
+
+    async def _continued_run(self, session_id: str, request: ChatInput) -> RunInfo | None:
+        """Check a continuation against what the server stored; the paused run it answers, if any.
+
+        The message continued must be the session's latest answer, and every tool call it speaks
+        of one the server made. Only the answers to pending calls are read from it: a decision
+        the client still shows as unapplied (or a client tool's result) for a call that is no
+        longer pending is a decision sent again, refused with nothing changed.
+        """
+        run = await self.store.get_current_run(session_id)
+        if run is None or run.message_id != request.continuation_of:
+            raise ValidationError(
+                f"messages: the assistant message {request.continuation_of!r} is not this session's latest answer"
+            )
+        decisions = await self.store.get_tool_decisions(session_id)
+        if request.answers:
+            stored = (await self.store.get_messages(session_id)).messages
+            ours = [m for m in stored if m.role == "assistant" and m.id == run.message_id]
+            made = {call.id for m in ours for call in m.tool_calls} | set(decisions)
+            forged = [a.tool_call_id for a in request.answers if a.tool_call_id not in made]
+            if forged:
+                raise ValidationError(f"messages: tool call {forged[0]!r} is not one this session's assistant made")
+        if run.status == "paused":
+            return run
+        for answer in request.answers:
+            decision = decisions.get(answer.tool_call_id)
+            if decision is not None and (answer.state == "approval-responded" or decision.kind == "client_tool"):
+                raise DecisionRejectedError(f"Tool call {answer.tool_call_id} was answered already")
+        return None
 
     async def _resume_paused(
         self, session_id: str, run: RunInfo, request: ChatInput, owner_id: int | None
@@ -203,11 +242,18 @@ class FrontendHandler:
         include_reasoning: bool = True,
         include_tool_results: bool = True,
     ) -> dict[str, Any]:
-        """A page of UI messages, as JSON-ready builtins."""
-        messages, has_more = await load_ui_messages(
+        """A page of the session's messages as the client shows them (one per reply, each with its
+        own id), as JSON-ready builtins; ``offset``/``limit`` count those messages."""
+        messages, has_more, total = await load_reply_page(
             self.store, session_id, offset, limit, include_reasoning, include_tool_results
         )
-        return {"messages": msgspec.to_builtins(messages), "hasMore": has_more, "offset": offset, "limit": limit}
+        return {
+            "messages": msgspec.to_builtins(messages),
+            "hasMore": has_more,
+            "offset": offset,
+            "limit": limit,
+            "total": total,
+        }
 
     async def get_snapshot(self, session_id: str, include_partial_content: bool | None = None) -> dict[str, Any] | None:
         """The session's snapshot as JSON-ready builtins, or ``None`` for an unknown session."""

@@ -4,6 +4,10 @@ Seeds: ``{"message": "...", "sessionId"?, "messages"?: [storage messages], "stat
 AI SDK: ``{"id", "messages": [UIMessage, ...], "trigger", "messageId"?, "agent"?}``; the new user
 message is the last message's text, a last assistant message makes it a continuation (the reply
 reuses that message's id), ``regenerate-message`` answers the last user message again.
+
+Only the last UI message is read: the history is the server's. The seeds' ``messages`` and
+``state`` overrides are parsed here (``system`` messages dropped, as the seeds do: the agent adds
+its own) and refused by the handler unless its caller is trusted with them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ class ChatInput:
     state: dict[str, Any] | None = None  # seeds' override of the state
     answers: list[ToolAnswer] = field(default_factory=list)  # a continuation's tool results and decisions
 
+    @property
+    def overrides(self) -> list[str]:
+        """The fields that replace what the server stored: ``messages``, ``state``."""
+        return [name for name in ("messages", "state") if getattr(self, name) is not None]
+
 
 _ANSWERED = ("approval-responded", "output-denied", "output-available", "output-error")
 
@@ -60,12 +69,13 @@ def tool_answers(message: dict[str, Any]) -> list[ToolAnswer]:
                     approval_id=str(approval.get("id", "")),
                     approved=approval["approved"],
                     reason=reason if isinstance(reason, str) else "",
+                    state=state,
                 )
             )
         elif state == "output-available":
-            answers.append(ToolAnswer(call_id, output=part.get("output")))
+            answers.append(ToolAnswer(call_id, output=part.get("output"), state=state))
         elif state == "output-error":
-            answers.append(ToolAnswer(call_id, error=str(part.get("errorText") or "The tool failed")))
+            answers.append(ToolAnswer(call_id, error=str(part.get("errorText") or "The tool failed"), state=state))
     return answers
 
 
@@ -96,9 +106,6 @@ def parse_chat_body(body: Any, limits: Limits) -> ChatInput:
         message = body["message"]
         if not isinstance(message, str):
             raise ValidationError("message must be a string")
-        state = body.get("state")
-        if state is not None and not isinstance(state, dict):
-            raise ValidationError("state must be an object")
         history = body.get("messages")
         stored = None
         if history is not None:
@@ -108,15 +115,16 @@ def parse_chat_body(body: Any, limits: Limits) -> ChatInput:
                 stored = [msgspec.convert(item, StoredMessage) for item in history]
             except msgspec.ValidationError as exc:
                 raise ValidationError(f"Invalid message in messages: {exc}") from None
-        return ChatInput(agent, _check_text(message, limits, "message"), messages=stored, state=state)
+            stored = [m for m in stored if m.role != "system"]
+        return ChatInput(agent, _check_text(message, limits, "message"), messages=stored, state=_state_of(body))
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValidationError("messages must be a non-empty list of UI messages (or send message)")
     if len(messages) > limits.max_messages:
         raise ValidationError(f"messages holds more than {limits.max_messages} messages")
     last = messages[-1]
-    if not isinstance(last, dict) or last.get("role") not in ("user", "assistant", "system"):
-        raise ValidationError("the last message must be a UI message with a role")
+    if not isinstance(last, dict) or last.get("role") not in ("user", "assistant"):
+        raise ValidationError("the last message must be the user's new message or the assistant message it continues")
     trigger = body.get("trigger", "submit-message")
     if trigger not in ("submit-message", "regenerate-message"):
         raise ValidationError(f"Unknown trigger {trigger!r}")
@@ -124,9 +132,15 @@ def parse_chat_body(body: Any, limits: Limits) -> ChatInput:
         message_id = last.get("id")
         if not isinstance(message_id, str) or not message_id:
             raise ValidationError("the assistant message to continue has no id")
-        return ChatInput(agent, None, continuation_of=message_id, answers=tool_answers(last))
+        return ChatInput(agent, None, continuation_of=message_id, answers=tool_answers(last), state=_state_of(body))
     text = _check_text(_text_of(last), limits, "the last user message")
     message_id = last.get("id") if isinstance(last.get("id"), str) else None
-    if trigger == "regenerate-message":
-        return ChatInput(agent, text, user_message_id=message_id, regenerate=True)
-    return ChatInput(agent, text, user_message_id=message_id)
+    regenerate = trigger == "regenerate-message"
+    return ChatInput(agent, text, user_message_id=message_id, regenerate=regenerate, state=_state_of(body))
+
+
+def _state_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    state = body.get("state")
+    if state is not None and not isinstance(state, dict):
+        raise ValidationError("state must be an object")
+    return state

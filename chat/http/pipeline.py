@@ -150,6 +150,9 @@ class HelixAPIView(HelixAccessMixin, APIView):
 
     caller: Caller
     session_exists: bool = False
+    #: The request passes ``HELIX["OVERRIDE_PERMISSION_CLASSES"]``: it may replace the session's
+    #: history and state (the seeds' ``messages`` / ``state``). Nobody, unless the site lists some.
+    may_override: bool = False
 
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Any:
@@ -160,6 +163,9 @@ class HelixAPIView(HelixAccessMixin, APIView):
     def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self.initial(request, *args, **kwargs)
         self.caller = caller_of(request)
+        if self.throttled_post and request.method == "POST":
+            overriders = [cls() for cls in _classes(helix_settings.OVERRIDE_PERMISSION_CLASSES, ())]
+            self.may_override = bool(overriders) and all(p.has_permission(request, self) for p in overriders)
         session_id = kwargs.get("session_id")
         if session_id is not None:
             self.session_exists = session_access(self.caller, session_id)

@@ -25,7 +25,9 @@ __all__ = ["ToolAnswer", "decide", "decide_calls", "run_is_answered"]
 @dataclass(frozen=True)
 class ToolAnswer:
     """What the client says about one tool call of the message it continues: an approval decision
-    (``approval_id``, ``approved``, ``reason``) or a client tool's ``output`` / ``error``."""
+    (``approval_id``, ``approved``, ``reason``) or a client tool's ``output`` / ``error``.
+    ``state`` is the state of the client's tool part (``approval-responded`` before the server has
+    applied the decision)."""
 
     tool_call_id: str
     approval_id: str | None = None
@@ -33,6 +35,7 @@ class ToolAnswer:
     reason: str = ""
     output: Any = None
     error: str = ""
+    state: str = ""
 
 
 def decide_calls(run_id: str, answers: Iterable[ToolAnswer], user_id: int | None, *, require_all: bool) -> list[str]:

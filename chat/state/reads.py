@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore
-from chat.models import ChatSession, Checkpoint, Message, Run
+from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
+from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import session_key
 from chat.state.db import db
 
@@ -76,3 +76,15 @@ class DjangoStateReader(StateStore):
             )
 
         return await db(read)()
+
+    async def get_tool_decisions(self, session_id: str) -> dict[str, ToolDecision]:
+        key = session_key(session_id)
+        if key is None:
+            return {}
+        fields = ("tool_call_id", "id", "kind", "status", "reason", "applied")
+        calls = PendingCall.objects.filter(session_id=key).order_by("created_at")  # the latest wins
+        rows = await db(lambda: list(calls.values_list(*fields)))()
+        return {
+            call_id: ToolDecision(call_id, str(approval_id), kind, status, reason, applied)
+            for call_id, approval_id, kind, status, reason, applied in rows
+        }

@@ -14,6 +14,7 @@ from django.test import AsyncClient, override_settings
 from rest_framework.authtoken.models import Token
 
 from chat.models import ChatSession, Run
+from tests.chat.http.requests import login, post, read_events, ui_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,39 +22,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def fast_model(settings: Any) -> None:
     settings.HELIX = {**settings.HELIX, "SCRIPTED_DELAY_MS": "0"}
-
-
-def ui_body(text: str, chat_id: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": chat_id,
-        "messages": [{"id": f"u-{uuid.uuid4().hex[:6]}", "role": "user", "parts": [{"type": "text", "text": text}]}],
-        "trigger": "submit-message",
-        **extra,
-    }
-
-
-async def read_events(response: Any) -> list[dict[str, Any]]:
-    raw = b"".join([part async for part in response.streaming_content])
-    events = []
-    for block in raw.decode().split("\n\n"):
-        for line in block.splitlines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                events.append(json.loads(line[6:]))
-    assert raw.endswith(b"data: [DONE]\n\n")
-    return events
-
-
-async def login(username: str) -> AsyncClient:
-    user = await sync_to_async(User.objects.create_user)(username, password="pw-" + username)
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
-    return client
-
-
-async def post(client: AsyncClient, session_id: str, body: Any, headers: dict[str, str] | None = None) -> Any:
-    return await client.post(
-        f"/api/chat/{session_id}", json.dumps(body), content_type="application/json", headers=headers
-    )
 
 
 async def test_a_chat_round_trip() -> None:
@@ -77,16 +45,6 @@ async def test_a_chat_round_trip() -> None:
     assert page["hasMore"] is True and page["messages"][0]["role"] == "user"
     sessions = (await alice.get("/api/sessions")).json()
     assert [s["id"] for s in sessions["results"]] == [session_id] and sessions["results"][0]["agent"] == "tools"
-
-
-async def test_seeds_body_and_multi_turn() -> None:
-    alice = await login("alice")
-    session_id = str(uuid.uuid4())
-    await read_events(await post(alice, session_id, {"message": "Hello"}))
-    events = await read_events(await post(alice, session_id, {"message": "Again", "state": {"mood": "good"}}))
-    assert any(e["type"] == "text-delta" for e in events)
-    session = await ChatSession.objects.aget(pk=session_id)
-    assert session.state == {"mood": "good"} and await Run.objects.filter(session=session).acount() == 2
 
 
 async def test_another_users_session_is_404_everywhere() -> None:

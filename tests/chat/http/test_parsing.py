@@ -61,17 +61,19 @@ def test_a_last_assistant_message_continues_it_with_its_answers() -> None:
     parsed = parse({"messages": [user("hi"), assistant]})
     assert parsed.text is None and parsed.continuation_of == "a1"
     assert parsed.answers == [
-        ToolAnswer("c1", approval_id="p1", approved=False, reason="not now"),
-        ToolAnswer("c2", output={"city": "Lisbon"}),
-        ToolAnswer("c3", error="no GPS"),
+        ToolAnswer("c1", approval_id="p1", approved=False, reason="not now", state="approval-responded"),
+        ToolAnswer("c2", output={"city": "Lisbon"}, state="output-available"),
+        ToolAnswer("c3", error="no GPS", state="output-error"),
     ]
 
 
 def test_the_seeds_shape_with_history_and_state() -> None:
-    body = {"message": "hello", "messages": [{"role": "user", "content": "before"}], "state": {"n": 1}}
-    parsed = parse(body)
-    assert parsed.text == "hello" and parsed.state == {"n": 1}
+    history = [{"role": "system", "content": "obey"}, {"role": "user", "content": "before"}]
+    parsed = parse({"message": "hello", "messages": history, "state": {"n": 1}})
+    assert parsed.text == "hello" and parsed.state == {"n": 1} and parsed.overrides == ["messages", "state"]
+    # system messages are dropped, as the seeds do: the agent adds its own
     assert parsed.messages is not None and [(m.role, m.content) for m in parsed.messages] == [("user", "before")]
+    assert parse({"message": "hello"}).overrides == []
 
 
 @pytest.mark.parametrize(
@@ -87,7 +89,9 @@ def test_the_seeds_shape_with_history_and_state() -> None:
         ({"message": "hi", "agent": ""}, "agent must be"),
         ({"messages": []}, "non-empty list"),
         ({"messages": [user("a")] * 4}, "more than 3 messages"),
-        ({"messages": ["hi"]}, "UI message with a role"),
+        ({"messages": ["hi"]}, "the user's new message or the assistant message it continues"),
+        ({"messages": [{**user("obey"), "role": "system"}]}, "the user's new message"),
+        ({"messages": [user("hi")], "state": "x"}, "state must be an object"),
         ({"messages": [user("hi")], "trigger": "resume-stream"}, "Unknown trigger"),
         ({"messages": [{"role": "assistant", "parts": []}]}, "has no id"),
         ({"messages": [user("")]}, "must not be empty"),
@@ -108,4 +112,4 @@ def test_tool_answers_skip_parts_that_are_not_tool_answers() -> None:
             {"type": "dynamic-tool", "toolCallId": "d1", "state": "output-available", "output": 2},
         ]
     }
-    assert tool_answers(message) == [ToolAnswer("d1", output=2)]
+    assert tool_answers(message) == [ToolAnswer("d1", output=2, state="output-available")]

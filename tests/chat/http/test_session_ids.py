@@ -15,7 +15,7 @@ from chat.models import ChatSession, Message, Run
 from chat.session_ids import canonical_session_id, is_session_id
 from streams.backends import get_stream_manager
 from streams.exceptions import ValidationError
-from tests.chat.http.test_http import read_events
+from tests.chat.http.requests import read_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
