@@ -31,11 +31,9 @@ class _ChunkBase(
     tag_field="type",
     gc=False,
 ):
-    """Fields every chunk carries: the emitting agent and a millisecond timestamp."""
-
-    agent_id: str
-    agent_type: str | None = None
-    timestamp: int
+    """The wire form every chunk shares. Each chunk declares the envelope itself — the emitting
+    agent (``agent_id``, ``agent_type``) and a millisecond ``timestamp`` — where the protocol
+    places it, so a chunk encodes with its keys in the documented order."""
 
 
 # -- content ----------------------------------------------------------------------------------
@@ -45,13 +43,19 @@ class TextDelta(_ChunkBase, tag="text_delta", kw_only=True, frozen=True):
     """A piece of the model's answer text."""
 
     delta: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class Thinking(_ChunkBase, tag="thinking", kw_only=True, frozen=True):
     """A piece of the model's reasoning; ``is_complete`` marks the end of a reasoning block."""
 
     content: str
-    is_complete: bool = False
+    is_complete: bool
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolStart(_ChunkBase, tag="tool_start", kw_only=True, frozen=True):
@@ -59,16 +63,22 @@ class ToolStart(_ChunkBase, tag="tool_start", kw_only=True, frozen=True):
 
     tool_call_id: str
     tool_name: str
-    arguments: Any = None
+    arguments: Any
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolEnd(_ChunkBase, tag="tool_end", kw_only=True, frozen=True):
     """A tool call finished; ``success`` is false and ``error`` set when it raised."""
 
     tool_call_id: str
-    result: Any = None
-    success: bool = True
+    result: Any
+    success: bool
     error: str | None = None
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolArgStreamStart(_ChunkBase, tag="tool_arg_stream_start", kw_only=True, frozen=True):
@@ -76,6 +86,9 @@ class ToolArgStreamStart(_ChunkBase, tag="tool_arg_stream_start", kw_only=True, 
 
     tool_call_id: str
     tool_name: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolArgStreamDelta(_ChunkBase, tag="tool_arg_stream_delta", kw_only=True, frozen=True):
@@ -83,6 +96,9 @@ class ToolArgStreamDelta(_ChunkBase, tag="tool_arg_stream_delta", kw_only=True, 
 
     tool_call_id: str
     delta: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolArgStreamEnd(_ChunkBase, tag="tool_arg_stream_end", kw_only=True, frozen=True):
@@ -90,7 +106,10 @@ class ToolArgStreamEnd(_ChunkBase, tag="tool_arg_stream_end", kw_only=True, froz
 
     tool_call_id: str
     tool_name: str
-    arguments: Any = None
+    arguments: Any
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolInputError(_ChunkBase, tag="tool_input_error", kw_only=True, frozen=True):
@@ -103,6 +122,9 @@ class ToolInputError(_ChunkBase, tag="tool_input_error", kw_only=True, frozen=Tr
     tool_name: str
     input: Any = None
     error: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolOutputError(_ChunkBase, tag="tool_output_error", kw_only=True, frozen=True):
@@ -111,6 +133,9 @@ class ToolOutputError(_ChunkBase, tag="tool_output_error", kw_only=True, frozen=
     tool_call_id: str
     tool_name: str | None = None
     error: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolApprovalRequest(_ChunkBase, tag="tool_approval_request", kw_only=True, frozen=True):
@@ -119,6 +144,9 @@ class ToolApprovalRequest(_ChunkBase, tag="tool_approval_request", kw_only=True,
 
     tool_call_id: str
     approval_id: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ToolOutputDenied(_ChunkBase, tag="tool_output_denied", kw_only=True, frozen=True):
@@ -127,11 +155,17 @@ class ToolOutputDenied(_ChunkBase, tag="tool_output_denied", kw_only=True, froze
 
     tool_call_id: str
     reason: str | None = None
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class SubAgentStart(_ChunkBase, tag="subagent_start", kw_only=True, frozen=True):
     """A sub-agent started for tool call ``call_id``; its own chunks carry ``sub_session_id``."""
 
+    agent_id: str
+    agent_type: str  # required here: the parent agent's type
+    timestamp: int
     step: int
     sub_agent_type: str
     sub_session_id: str
@@ -141,18 +175,24 @@ class SubAgentStart(_ChunkBase, tag="subagent_start", kw_only=True, frozen=True)
 class SubAgentEnd(_ChunkBase, tag="subagent_end", kw_only=True, frozen=True):
     """A sub-agent finished with ``result``."""
 
+    agent_id: str
+    agent_type: str  # required here: the parent agent's type
+    timestamp: int
     step: int
     sub_agent_type: str
     sub_session_id: str
     call_id: str
-    result: Any = None
+    result: Any
 
 
 class CustomEvent(_ChunkBase, tag="custom", kw_only=True, frozen=True):
     """An application event emitted by a tool with ``context.emit(event_name, data)``."""
 
     event_name: str
-    data: Any = None
+    data: Any
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class PatchOperation(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -167,6 +207,9 @@ class StatePatch(_ChunkBase, tag="state_patch", kw_only=True, frozen=True):
     """The agent's state changed; apply ``patches`` in order (RFC 6902)."""
 
     patches: list[PatchOperation]
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ErrorChunk(_ChunkBase, tag="error", kw_only=True, frozen=True):
@@ -175,13 +218,19 @@ class ErrorChunk(_ChunkBase, tag="error", kw_only=True, frozen=True):
     error: str
     code: str | None = None
     recoverable: bool
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
     step: int
 
 
 class OutputChunk(_ChunkBase, tag="output", kw_only=True, frozen=True):
     """The run's final structured output."""
 
-    output: Any = None
+    output: Any
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 # -- run lifecycle ----------------------------------------------------------------------------
@@ -193,6 +242,9 @@ class RunInterrupted(_ChunkBase, tag="run_interrupted", kw_only=True, frozen=Tru
     run_id: str
     step: int
     reason: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class RunResumed(_ChunkBase, tag="run_resumed", kw_only=True, frozen=True):
@@ -201,6 +253,9 @@ class RunResumed(_ChunkBase, tag="run_resumed", kw_only=True, frozen=True):
     run_id: str
     step: int
     reason: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class RunPaused(_ChunkBase, tag="run_paused", kw_only=True, frozen=True):
@@ -213,6 +268,9 @@ class RunPaused(_ChunkBase, tag="run_paused", kw_only=True, frozen=True):
     step: int
     reason: Literal["client_tool", "approval", "children"]
     pending_tool_call_ids: list[str] = []
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class CheckpointCreated(_ChunkBase, tag="checkpoint_created", kw_only=True, frozen=True):
@@ -222,6 +280,9 @@ class CheckpointCreated(_ChunkBase, tag="checkpoint_created", kw_only=True, froz
     checkpoint_id: str
     step: int
     message_count: int
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class StepCommitted(_ChunkBase, tag="step_committed", kw_only=True, frozen=True):
@@ -230,6 +291,9 @@ class StepCommitted(_ChunkBase, tag="step_committed", kw_only=True, frozen=True)
     run_id: str
     step: int
     message_count: int
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class StepDiscarded(_ChunkBase, tag="step_discarded", kw_only=True, frozen=True):
@@ -241,6 +305,9 @@ class StepDiscarded(_ChunkBase, tag="step_discarded", kw_only=True, frozen=True)
     from_sequence: int
     to_sequence: int
     reason: str
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class StreamResync(_ChunkBase, tag="stream_resync", kw_only=True, frozen=True):
@@ -251,6 +318,9 @@ class StreamResync(_ChunkBase, tag="stream_resync", kw_only=True, frozen=True):
     attempt: int
     checkpoint_id: str | None = None
     last_good_sequence: int
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 class ExecutorSuperseded(_ChunkBase, tag="executor_superseded", kw_only=True, frozen=True):
@@ -259,6 +329,9 @@ class ExecutorSuperseded(_ChunkBase, tag="executor_superseded", kw_only=True, fr
     run_id: str
     epoch: int
     current_epoch: int
+    agent_id: str
+    agent_type: str | None = None
+    timestamp: int
 
 
 Chunk: TypeAlias = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -133,10 +134,45 @@ def test_python_attributes_are_snake_case_and_wire_is_camel_case() -> None:
     }
 
 
-def test_optional_fields_are_left_out_and_defaulted() -> None:
-    chunk = parse_chunk({"type": "tool_end", "agentId": "a", "timestamp": 1, "toolCallId": "c"})
-    assert chunk == protocol.ToolEnd(agent_id="a", timestamp=1, tool_call_id="c", result=None, success=True)
-    assert dump_chunk(chunk) == {"type": "tool_end", "agentId": "a", "timestamp": 1, "toolCallId": "c"}
+def test_required_fields_are_written_at_their_usual_values_and_optional_ones_left_out() -> None:
+    end = protocol.ToolEnd(agent_id="a", timestamp=1, tool_call_id="c", result=None, success=True)
+    assert (
+        encode_chunk(end)[1]
+        == b'{"type":"tool_end","toolCallId":"c","result":null,"success":true,"agentId":"a","timestamp":1}'
+    )
+    thinking = protocol.Thinking(agent_id="a", timestamp=1, content="", is_complete=False)
+    assert b'"isComplete":false' in encode_chunk(thinking)[1]
+    with pytest.raises(ChunkValidationError) as info:
+        parse_chunk({"type": "tool_end", "toolCallId": "c", "result": 1, "agentId": "a", "timestamp": 1})
+    assert info.value.field == "success"
+
+
+def documented_examples() -> list[str]:
+    """The chunk examples of ``docs/protocol.md``, one JSON object per line."""
+    text = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+    block = text.split("## Examples", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    return block.strip().splitlines()
+
+
+def test_the_documentation_has_one_example_of_every_type() -> None:
+    assert sorted(json.loads(line)["type"] for line in documented_examples()) == sorted(CHUNK_TYPES)
+
+
+@pytest.mark.parametrize("line", documented_examples(), ids=lambda line: json.loads(line)["type"])
+def test_documented_examples_round_trip_byte_for_byte(line: str) -> None:
+    compact = json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False).encode()
+    assert encode_chunk(parse_chunk(line))[1] == compact
+
+
+@pytest.mark.parametrize("line", documented_examples(), ids=lambda line: json.loads(line)["type"])
+def test_every_field_the_examples_show_but_the_optional_ones_is_required(line: str) -> None:
+    data = json.loads(line)
+    cls = CHUNK_TYPES[data["type"]]
+    optional = {field.encode_name for field in msgspec.structs.fields(cls) if not field.required}
+    for key in data.keys() - {"type"} - optional:
+        with pytest.raises(ChunkValidationError) as info:
+            parse_chunk({k: v for k, v in data.items() if k != key})
+        assert info.value.field == key
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ async def source(items: Iterable[Any], delay: float = 0) -> AsyncIterator[Any]:
 
 
 A1 = TextDelta(agent_id="a", agent_type="main", timestamp=1, delta="Hel")
-B1 = Thinking(agent_id="b", agent_type="researcher", timestamp=2, content="hmm")
+B1 = Thinking(agent_id="b", agent_type="researcher", timestamp=2, content="hmm", is_complete=False)
 A2 = TextDelta(agent_id="a", agent_type="main", timestamp=3, delta="lo")
 B2 = CustomEvent(agent_id="b", agent_type="researcher", timestamp=4, event_name="progress", data=1)
 ALL: list[Chunk] = [A1, B1, A2, B2]

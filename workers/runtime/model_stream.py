@@ -42,7 +42,7 @@ async def stream_turn(
         if isinstance(event, ReasoningDelta):
             reasoning.append(event.text)
             reasoning_open = True
-            await writer.emit(Thinking, content=event.text)
+            await writer.emit(Thinking, content=event.text, is_complete=False)
             continue
         if reasoning_open:
             reasoning_open = False

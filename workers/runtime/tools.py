@@ -117,11 +117,11 @@ async def run_tool(host: ToolHost, call: ParsedCall) -> StoredMessage:
 
 async def tool_succeeded(writer: RunWriter, call_id: str, result: Any) -> StoredMessage:
     """Announce call ``call_id``'s JSON ``result`` and return it as a tool message."""
-    await writer.emit(ToolEnd, tool_call_id=call_id, result=result)
+    await writer.emit(ToolEnd, tool_call_id=call_id, result=result, success=True)
     return StoredMessage(role="tool", tool_call_id=call_id, content=msgspec.json.encode(result).decode())
 
 
 async def tool_failed(writer: RunWriter, call_id: str, error: str) -> StoredMessage:
     """Announce that call ``call_id`` failed with ``error`` and return that as a tool message."""
-    await writer.emit(ToolEnd, tool_call_id=call_id, success=False, error=error)
+    await writer.emit(ToolEnd, tool_call_id=call_id, result=None, success=False, error=error)
     return StoredMessage(role="tool", tool_call_id=call_id, content=error, metadata={"error": error})

@@ -33,9 +33,10 @@ class RunWriter:
 
     async def emit(self, chunk_type: type[Chunk], /, **fields: Any) -> None:
         """Write a ``chunk_type`` chunk of ``fields`` (snake_case), with this agent's envelope."""
-        chunk = chunk_type(
-            agent_id=self.stream.agent_id, agent_type=self.stream.agent_type, timestamp=now_ms(), **fields
-        )
+        envelope: dict[str, Any] = {"agent_id": self.stream.agent_id, "timestamp": now_ms()}
+        if self.stream.agent_type is not None:
+            envelope["agent_type"] = self.stream.agent_type
+        chunk = chunk_type(**envelope, **fields)
         await self.stream.write(chunk)
 
     async def begin_step(self, step: int) -> None:

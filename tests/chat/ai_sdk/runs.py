@@ -158,10 +158,19 @@ def build_run(spec: RunSpec, message_count_before: int) -> BuiltRun:
                 )
         for tool in step.tools:
             if tool.outcome == "ok":
-                chunks.append(ToolEnd(agent_id=agent, timestamp=1, tool_call_id=tool.call_id, result=tool.result))
+                chunks.append(
+                    ToolEnd(agent_id=agent, timestamp=1, tool_call_id=tool.call_id, result=tool.result, success=True)
+                )
             elif tool.outcome == "fail":
                 chunks.append(
-                    ToolEnd(agent_id=agent, timestamp=1, tool_call_id=tool.call_id, success=False, error="tool broke")
+                    ToolEnd(
+                        agent_id=agent,
+                        timestamp=1,
+                        tool_call_id=tool.call_id,
+                        result=None,
+                        success=False,
+                        error="tool broke",
+                    )
                 )
         if step.patch:
             patch = [PatchOperation(op="replace", path="/step", value=number)]

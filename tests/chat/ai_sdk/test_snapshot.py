@@ -131,7 +131,7 @@ def test_a_resumed_transformer_continues_where_the_client_is() -> None:
     live: list[Chunk] = [
         TextDelta(agent_id=a, timestamp=1, delta="!"),
         ToolArgStreamDelta(agent_id=a, timestamp=1, tool_call_id="c1", delta="{}"),
-        ToolEnd(agent_id=a, timestamp=1, tool_call_id="c0", result=1),
+        ToolEnd(agent_id=a, timestamp=1, tool_call_id="c0", result=1, success=True),
     ]
     events = [event for chunk in live for event in transformer.transform(chunk)[0]] + transformer.finalize()
     assert msgspec.to_builtins(events) == [  # no start, no second text-start, no unknown call

@@ -61,7 +61,7 @@ def test_text_then_tool_then_text_opens_a_new_block() -> None:
         text("Hel"),
         text("lo"),
         ToolStart(agent_id=A, timestamp=1, tool_call_id="c1", tool_name="search", arguments={"q": "x"}),
-        ToolEnd(agent_id=A, timestamp=1, tool_call_id="c1", result=[1]),
+        ToolEnd(agent_id=A, timestamp=1, tool_call_id="c1", result=[1], success=True),
         text("Done"),
     ]
     assert run(chunks) == [
@@ -87,9 +87,9 @@ def test_text_then_tool_then_text_opens_a_new_block() -> None:
 
 def test_reasoning_closes_when_complete_or_when_text_starts() -> None:
     chunks: list[Chunk] = [
-        Thinking(agent_id=A, timestamp=1, content="a"),
+        Thinking(agent_id=A, timestamp=1, content="a", is_complete=False),
         Thinking(agent_id=A, timestamp=1, content="b", is_complete=True),
-        Thinking(agent_id=A, timestamp=1, content="c"),
+        Thinking(agent_id=A, timestamp=1, content="c", is_complete=False),
         text("x"),
     ]
     assert run(chunks)[1:] == [
@@ -114,7 +114,7 @@ def test_streamed_tool_arguments_and_dynamic_on_every_tool_event() -> None:
         ToolArgStreamDelta(agent_id=A, timestamp=1, tool_call_id="c1", delta='"x"}'),
         ToolArgStreamEnd(agent_id=A, timestamp=1, tool_call_id="c1", tool_name="search", arguments={"q": "x"}),
         ToolStart(agent_id=A, timestamp=1, tool_call_id="c1", tool_name="search", arguments={"q": "x"}),
-        ToolEnd(agent_id=A, timestamp=1, tool_call_id="c1", success=False, error="boom"),
+        ToolEnd(agent_id=A, timestamp=1, tool_call_id="c1", result=None, success=False, error="boom"),
         ToolInputError(agent_id=A, timestamp=1, tool_call_id="c2", tool_name="calc", input="{bad", error="not JSON"),
         ToolStart(agent_id=A, timestamp=1, tool_call_id="c3", tool_name="calc", arguments={}),
         ToolOutputError(agent_id=A, timestamp=1, tool_call_id="c3", error="timed out"),
@@ -152,7 +152,9 @@ def test_data_events_are_transient_and_sub_agents_are_not_parts() -> None:
         text("a"),
         CustomEvent(agent_id=A, timestamp=1, event_name="progress", data={"p": 1}),
         StatePatch(agent_id=A, timestamp=1, patches=[PatchOperation(op="add", path="/x", value=1)]),
-        SubAgentStart(agent_id=A, timestamp=1, step=1, sub_agent_type="r", sub_session_id="s1", call_id="c"),
+        SubAgentStart(
+            agent_id=A, agent_type="main", timestamp=1, step=1, sub_agent_type="r", sub_session_id="s1", call_id="c"
+        ),
         text("sub says", agent="s1"),
         OutputChunk(agent_id=A, timestamp=1, output={"ok": True}),
         StepCommitted(agent_id=A, timestamp=1, run_id="r", step=1, message_count=2),
@@ -182,7 +184,7 @@ def test_data_events_are_transient_and_sub_agents_are_not_parts() -> None:
 
 def test_an_error_closes_open_blocks_first() -> None:
     chunks: list[Chunk] = [
-        Thinking(agent_id=A, timestamp=1, content="hm"),
+        Thinking(agent_id=A, timestamp=1, content="hm", is_complete=False),
         ErrorChunk(
             agent_id=A, timestamp=1, error="provider down", code="provider_overloaded", recoverable=True, step=1
         ),
@@ -229,7 +231,7 @@ def test_message_ids_filters_and_finalize() -> None:
     assert transformer.finalize("stop")[-1] == FinishChunk(finish_reason="stop")
     assert transformer.transform(text("late"))[0] == []
     no_custom = run(
-        [CustomEvent(agent_id=A, timestamp=1, event_name="x"), text("y")],
+        [CustomEvent(agent_id=A, timestamp=1, event_name="x", data=None), text("y")],
         chunk_filter=lambda c: c.agent_id != A or not isinstance(c, CustomEvent),
     )
     assert [e["type"] for e in no_custom] == ["start", "text-start", "text-delta", "text-end", "finish"]
@@ -237,7 +239,7 @@ def test_message_ids_filters_and_finalize() -> None:
 
 def test_results_for_unknown_calls_are_skipped_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        events = run([ToolEnd(agent_id=A, timestamp=1, tool_call_id="ghost", result=1)])
+        events = run([ToolEnd(agent_id=A, timestamp=1, tool_call_id="ghost", result=1, success=True)])
     assert [e["type"] for e in events] == ["start", "finish"]
     assert "ghost" in caplog.text
 
