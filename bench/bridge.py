@@ -36,14 +36,18 @@ def run_chunks(count: int) -> list[Chunk]:
     chunks: list[Chunk] = []
     call = 0
     while len(chunks) < count:
-        chunks += [Thinking(agent_id=AGENT, timestamp=1, content="thinking about it ", is_complete=False) for _ in range(5)]
+        chunks += [
+            Thinking(agent_id=AGENT, timestamp=1, content="thinking about it ", is_complete=False) for _ in range(5)
+        ]
         chunks += [TextDelta(agent_id=AGENT, timestamp=1, delta="some streamed words ") for _ in range(40)]
         call += 1
         arguments = {"query": "order status", "limit": 5}
         chunks.append(
             ToolStart(agent_id=AGENT, timestamp=1, tool_call_id=f"c{call}", tool_name="search", arguments=arguments)
         )
-        chunks.append(ToolEnd(agent_id=AGENT, timestamp=1, tool_call_id=f"c{call}", result={"hits": [1, 2, 3]}, success=True))
+        chunks.append(
+            ToolEnd(agent_id=AGENT, timestamp=1, tool_call_id=f"c{call}", result={"hits": [1, 2, 3]}, success=True)
+        )
         chunks += [TextDelta(agent_id=AGENT, timestamp=1, delta="after the tool ") for _ in range(3)]
     return chunks[:count]
 
