@@ -8,6 +8,7 @@ from workers.exceptions import SessionNotFoundError  # the store raises it too; 
 
 __all__ = [
     "AuthenticationFailedError",
+    "CheckpointNotFoundError",
     "CsrfFailedError",
     "DecisionExpiredError",
     "DecisionRejectedError",
@@ -100,3 +101,10 @@ class OverrideNotAllowedError(ValidationError):
             f"{field} replaces what the server stored for this session; this caller may not send it "
             "(the server's history and state are authoritative)"
         )
+
+
+class CheckpointNotFoundError(HelixError):
+    """The session has no checkpoint of that id."""
+
+    code = "CHECKPOINT_NOT_FOUND"
+    status_code = 404

@@ -170,7 +170,15 @@ SCHEMA: dict[str, Any] = {
             "parameters": [_session],
             "get": {
                 "summary": "The session's snapshot",
-                "parameters": [{"name": "includePartialContent", "in": "query", "schema": {"type": "boolean"}}],
+                "parameters": [
+                    {"name": "includePartialContent", "in": "query", "schema": {"type": "boolean"}},
+                    {
+                        "name": "checkpointId",
+                        "in": "query",
+                        "schema": {"type": "string"},
+                        "description": "The session as this checkpoint left it (404 CHECKPOINT_NOT_FOUND if none).",
+                    },
+                ],
                 "responses": {
                     "200": {
                         "description": "The snapshot.",

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from streams.exceptions import ValidationError
 
-__all__ = ["MAX_SESSION_ID_LENGTH", "canonical_session_id", "is_session_id", "new_session_id", "session_key"]
+__all__ = [
+    "MAX_SESSION_ID_LENGTH",
+    "body_session_id",
+    "canonical_session_id",
+    "is_session_id",
+    "new_session_id",
+    "session_key",
+]
 
 MAX_SESSION_ID_LENGTH = 128
 _SHAPE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -50,3 +57,13 @@ def new_session_id() -> str:
 def session_key(value: str) -> str | None:
     """``value`` if it is a session id, else ``None``: stores look up only ids the edge canonicalised."""
     return value if is_session_id(value) else None
+
+
+def body_session_id(body: Any) -> str | None:
+    """The session a chat body names, canonical: the AI SDK's chat ``id`` or the seeds'
+    ``sessionId``; ``None`` when it names none."""
+    if isinstance(body, dict):
+        for field in ("id", "sessionId"):
+            if body.get(field) is not None:
+                return canonical_session_id(body[field], field)
+    return None

@@ -4,11 +4,13 @@ Every error the project raises derives from :class:`HelixError`, which carries a
 ``code`` and the HTTP ``status_code`` an edge view should answer with::
 
     HelixError                       EXECUTION_ERROR          500
+    ├── ExecutionError               (an agent run could not be started or carried out)
     ├── ValidationError              VALIDATION_ERROR         400
     │   ├── ChunkValidationError     (names the bad field)
     │   └── ResumePositionError      (names the bad header)
     ├── ConfigurationError           CONFIGURATION_ERROR      501
     └── StreamError                  STREAM_ERROR             500
+        ├── StreamCreationError      STREAM_CREATION_ERROR    500  the run's stream could not be set up
         ├── StreamNotFoundError      STREAM_NOT_FOUND         404
         ├── StreamFailedError        STREAM_FAILED            410
         ├── StreamClosedError        STREAM_CLOSED            409  write/transition on a closed stream
@@ -25,10 +27,12 @@ from __future__ import annotations
 __all__ = [
     "ChunkValidationError",
     "ConfigurationError",
+    "ExecutionError",
     "HelixError",
     "ResumePositionError",
     "SequenceExpiredError",
     "StreamClosedError",
+    "StreamCreationError",
     "StreamError",
     "StreamFailedError",
     "StreamNotFoundError",
@@ -52,6 +56,10 @@ class HelixError(Exception):
     def as_dict(self) -> dict[str, str]:
         """The JSON error body edge views send: ``{"error": ..., "code": ...}``."""
         return {"error": self.message, "code": self.code}
+
+
+class ExecutionError(HelixError):
+    """The agent run could not be executed (an unexpected failure; the server log has the details)."""
 
 
 class ValidationError(HelixError):
@@ -93,6 +101,13 @@ class StreamError(HelixError):
     def __init__(self, stream_id: str, message: str | None = None) -> None:
         self.stream_id = stream_id
         super().__init__(message or f"{(self.__class__.__doc__ or self.code).rstrip('.')}: {stream_id}")
+
+
+class StreamCreationError(StreamError):
+    """The run's stream could not be created."""
+
+    code = "STREAM_CREATION_ERROR"
+    status_code = 500
 
 
 class StreamNotFoundError(StreamError):

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.backends.base import StreamManager
+from streams.exceptions import HelixError, StreamCreationError
 from streams.messages import StoredMessage
 from workers.attempts import execute_run
+from workers.exceptions import RunErrorCode
 from workers.leases import LeaseKeeper, lease_keeper
 from workers.runtime.agents import Agent, get_agent
 from workers.runtime.persistence import RunOutcome, RunRecorder
@@ -90,9 +92,17 @@ async def start_run(
         message_id=message_id,
         owner_id=owner_id,
     )
-    if info is not None and info.status != "active":
-        await streams.reopen_stream(session_id)  # the session's next run: sequences continue
-    await streams.create_writer(session_id, run_id, agent.name)
+    try:
+        if info is not None and info.status != "active":
+            await streams.reopen_stream(session_id)  # the session's next run: sequences continue
+        await streams.create_writer(session_id, run_id, agent.name)
+    except Exception as exc:  # the run is recorded: fail it rather than leave it queued for good
+        message = f"The stream of run {run_id} could not be set up: {exc}"
+        failed = RunOutcome("failed", error_code=RunErrorCode.INTERNAL_ERROR, error_message=message)
+        await recorder.finish_run(run_id, failed)
+        if isinstance(exc, HelixError):
+            raise
+        raise StreamCreationError(session_id, message) from exc
     return RunHandle(run_id, session_id, start_sequence, message_id)
 
 

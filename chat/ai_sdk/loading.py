@@ -98,13 +98,14 @@ async def load_reply_page(
     limit: int = 50,
     include_reasoning: bool = True,
     include_tool_results: bool = True,
+    generate_id: IdGenerator | None = None,
 ) -> tuple[list[UIMessage], bool, int]:
     """A page of the session as a client shows it: one message per reply, the steps of a reply
     merged as the snapshot merges them, so every message has its own id. ``offset`` and ``limit``
     count these messages; returns the page, whether more follow, and how many there are."""
     _check_page(offset, limit)
     merged = merge_assistant_messages(
-        await load_all_ui_messages(store, session_id, include_reasoning, include_tool_results)
+        await load_all_ui_messages(store, session_id, include_reasoning, include_tool_results, generate_id)
     )
     return merged[offset : offset + limit], offset + limit < len(merged), len(merged)
 

@@ -18,6 +18,7 @@ from chat.ai_sdk.partial import rebuild_partial_content
 from chat.ai_sdk.replay import has_replay_content
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.ui_messages import UIMessage
+from chat.exceptions import CheckpointNotFoundError
 from streams.backends.base import StreamManager
 from streams.backends.records import StreamStatus
 from streams.protocol import StepCommitted, StepDiscarded, StoredChunk, now_ms
@@ -86,17 +87,24 @@ def _uncommitted(chunks: list[StoredChunk], loaded_messages: int, run: RunInfo) 
 
 
 async def build_snapshot(
-    deps: SnapshotDeps, session_id: str, include_partial_content: bool | None = None
+    deps: SnapshotDeps,
+    session_id: str,
+    include_partial_content: bool | None = None,
+    checkpoint_id: str | None = None,
 ) -> Snapshot | None:
     """The session's snapshot, or ``None`` for an unknown session.
 
     While a run is in flight its content is either replayed by the resumed stream (content replay
     on: the messages then end before the run's output, so nothing is shown twice) or included as
     a ``-partial`` assistant message (replay off, or a paused run, or ``include_partial_content``).
+    With ``checkpoint_id`` it is the session as that checkpoint left it: its messages and state,
+    and its stream sequence to resume from (:class:`CheckpointNotFoundError` when there is none).
     """
     store = deps.state_store
     if not await store.session_exists(session_id):
         return None
+    if checkpoint_id is not None:
+        return await _at_checkpoint(deps, session_id, checkpoint_id)
     state = await store.get_state(session_id)
     run = await store.get_current_run(session_id)
     checkpoint = await store.get_checkpoint(session_id)
@@ -135,5 +143,26 @@ async def build_snapshot(
         status=status,
         checkpoint_id=checkpoint.checkpoint_id if checkpoint is not None else None,
         existing_message_id=existing_message_id,
+        timestamp=now_ms(),
+    )
+
+
+async def _at_checkpoint(deps: SnapshotDeps, session_id: str, checkpoint_id: str) -> Snapshot:
+    store = deps.state_store
+    checkpoint = await store.find_checkpoint(session_id, checkpoint_id)
+    if checkpoint is None:
+        raise CheckpointNotFoundError(f"Session {session_id} has no checkpoint {checkpoint_id!r}")
+    stored = (await store.get_messages(session_id, 0, checkpoint.message_count)).messages
+    messages = convert_to_ui_messages(stored, decisions=await store.get_tool_decisions(session_id))
+    run = await store.get_current_run(session_id)
+    info = await deps.stream_manager.get_stream_info(session_id)
+    return Snapshot(
+        messages=merge_assistant_messages(messages),
+        state=dict(checkpoint.state or {}),
+        stream_sequence=checkpoint.stream_sequence,
+        start_sequence=run.start_sequence if run is not None else 0,
+        status=info.status if info is not None else "ended",
+        checkpoint_id=checkpoint.checkpoint_id,
+        existing_message_id=run.message_id if run is not None and run.is_active else None,
         timestamp=now_ms(),
     )

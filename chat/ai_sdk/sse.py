@@ -1,20 +1,59 @@
 """The SSE body of a ``useChat`` response: stored chunks → transformed events → framed bytes.
 
-Framing is :func:`streams.sse.encode_event`'s, the one SSE framer; this module only drives the
-transformer over a reader's batches and ends the body the way AI SDK servers do.
+Framing is :func:`streams.sse.encode_event`'s, the one SSE framer; this module drives the
+transformer over a reader's batches and ends the body the way AI SDK servers do. It also has the
+pieces a site needs to answer with a UI message stream of its own: :func:`create_sse_headers`,
+:func:`create_sse_stream`, and the header an AI SDK UI client announces itself with
+(:data:`AI_SDK_UI_HEADER`, :func:`is_ai_sdk_request`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from chat.ai_sdk.events import FinishReason, UIMessageChunk
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.protocol import Chunk
-from streams.sse import DONE, encode_event
+from streams.sse import DONE, UI_MESSAGE_STREAM_HEADERS, encode_event
 
-__all__ = ["ui_message_stream"]
+__all__ = [
+    "AI_SDK_UI_HEADER",
+    "AI_SDK_UI_HEADER_VALUE",
+    "create_sse_headers",
+    "create_sse_stream",
+    "is_ai_sdk_request",
+    "ui_message_stream",
+]
+
+AI_SDK_UI_HEADER = "X-AI-SDK-UI"
+"""The request header by which an AI SDK UI client may announce itself..."""
+AI_SDK_UI_HEADER_VALUE = "vercel-ai-sdk-ui"
+"""...with this value."""
+
+
+def is_ai_sdk_request(headers: Mapping[str, Any]) -> bool:
+    """Whether a request's headers (any mapping; names in any case) carry the AI SDK UI header."""
+    wanted = AI_SDK_UI_HEADER.lower()
+    return any(str(name).lower() == wanted and value == AI_SDK_UI_HEADER_VALUE for name, value in headers.items())
+
+
+def create_sse_headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The headers of a UI message stream response, with ``extra`` added (or overriding)."""
+    return {**UI_MESSAGE_STREAM_HEADERS, **(extra or {})}
+
+
+async def create_sse_stream(
+    events: AsyncIterable[UIMessageChunk | tuple[UIMessageChunk, int | None]],
+) -> AsyncIterator[bytes]:
+    """Frame UI message chunks (or ``(chunk, sequence)`` pairs, whose sequence becomes the
+    ``id:`` line) as SSE, then ``data: [DONE]``."""
+    async for item in events:
+        if isinstance(item, tuple):
+            yield encode_event(item[0], id=item[1])
+        else:
+            yield encode_event(item)
+    yield DONE
 
 
 async def ui_message_stream(

@@ -51,12 +51,14 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointInfo:
-    """The latest checkpoint of a session's current run."""
+    """A checkpoint of a session's run: after ``step``, ``message_count`` messages were stored and
+    the stream stood at ``stream_sequence``; ``state`` is the agent state then (when read)."""
 
     checkpoint_id: str
     step: int
     message_count: int
     stream_sequence: int
+    state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,12 @@ class StateStore(abc.ABC):
     async def get_tool_decisions(self, session_id: str) -> dict[str, ToolDecision]:
         """The calls the session's runs paused on, by tool call id (none for a store without pauses)."""
         return {}
+
+    async def find_checkpoint(self, session_id: str, checkpoint_id: str) -> CheckpointInfo | None:
+        """Checkpoint ``checkpoint_id`` of the session, with its state; ``None`` when it has no
+        such checkpoint. A store that keeps only the latest checkpoint finds only that one."""
+        latest = await self.get_checkpoint(session_id)
+        return latest if latest is not None and latest.checkpoint_id == checkpoint_id else None
 
 
 @dataclass

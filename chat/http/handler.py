@@ -9,28 +9,37 @@ adapts it to Django. Ownership is the caller's business: the views check it befo
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
+from chat.ai_sdk.events import UIMessageChunk
 from chat.ai_sdk.loading import load_reply_page
+from chat.ai_sdk.messages import IdGenerator
 from chat.ai_sdk.resume import resume_run_stream
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
-from chat.ai_sdk.sse import ui_message_stream
+from chat.ai_sdk.sse import create_sse_headers, create_sse_stream, ui_message_stream
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
-from chat.exceptions import DecisionRejectedError, OverrideNotAllowedError
+from chat.exceptions import DecisionRejectedError, MethodNotAllowedError, OverrideNotAllowedError
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
+from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.approvals import ToolAnswer
 from streams.backends.base import StreamManager
-from streams.exceptions import ConfigurationError, HelixError, StreamFailedError, ValidationError
+from streams.exceptions import ConfigurationError, ExecutionError, HelixError, StreamFailedError, ValidationError
 from streams.messages import StoredMessage
-from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position, with_keep_alive
+from streams.sse import extract_resume_position, with_keep_alive
 from workers.executors import Executor
 
-__all__ = ["FrontendHandler", "HandlerResponse", "create_frontend_handler", "error_response"]
+__all__ = [
+    "FrontendHandler",
+    "HandlerResponse",
+    "build_sse_response",
+    "create_frontend_handler",
+    "error_response",
+]
 
 STREAM_OPEN = b": stream-open\n\n"
 
@@ -56,6 +65,16 @@ def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | Non
 def error_response(error: HelixError) -> HandlerResponse:
     """``{"error", "code"}`` with the error's status."""
     return json_response(error.as_dict(), error.status_code)
+
+
+def build_sse_response(
+    events: AsyncIterable[UIMessageChunk | tuple[UIMessageChunk, int | None]],
+    headers: Mapping[str, str] | None = None,
+    status: int = 200,
+) -> HandlerResponse:
+    """A UI message stream response of ``events`` (framed by :func:`create_sse_stream`), with the
+    stream headers and ``headers`` added; ``chat.http.views.to_django`` makes it a Django response."""
+    return HandlerResponse(status, create_sse_headers(headers), create_sse_stream(events))
 
 
 async def _opened(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -85,6 +104,7 @@ class FrontendHandler:
         limits: Limits | None = None,
         keep_alive: float = 15.0,
         decide: Decide | None = None,
+        generate_message_id: Callable[[], str] | None = None,
     ) -> None:
         self.executor = executor
         self.streams = stream_manager
@@ -96,11 +116,46 @@ class FrontendHandler:
         self.limits = limits or Limits()
         self.keep_alive = keep_alive
         self.decide = decide  # records the answers to a paused run's tool calls
+        #: The id of each new reply's assistant message (default: ``msg-`` and a random hex).
+        self.generate_message_id = generate_message_id
 
     def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
-        return HandlerResponse(
-            200, {**UI_MESSAGE_STREAM_HEADERS, **(headers or {})}, with_keep_alive(_opened(body), self.keep_alive)
-        )
+        return HandlerResponse(200, create_sse_headers(headers), with_keep_alive(_opened(body), self.keep_alive))
+
+    # -- the seeds' single entry point ----------------------------------------------------------
+
+    async def handle_request(
+        self,
+        method: str,
+        *,
+        body: Any = None,
+        session_id: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+        owner_id: int | None = None,
+    ) -> HandlerResponse:
+        """One call for both verbs, as the seeds' ``handleRequest``: ``POST`` starts (or continues) a
+        run in ``session_id``, else in the session the body names (``sessionId`` or ``id``), else
+        in a new one, and streams it with ``X-Session-Id``; ``GET`` resumes ``session_id`` from
+        the position in ``headers``.
+
+        This is the site's own code calling, so the seeds' override semantics hold: ``messages``
+        replaces the session's history (its ``system`` messages dropped) and ``state`` its state;
+        a session that does not exist yet starts from them, or empty.
+        """
+        try:
+            if session_id is not None:
+                session_id = canonical_session_id(session_id)
+            verb = method.upper()
+            if verb == "POST":
+                target = session_id or body_session_id(body) or new_session_id()
+                return await self.handle_post(target, body, owner_id=owner_id, trusted=True)
+            if verb == "GET":
+                if session_id is None:
+                    raise ValidationError("session_id is required to resume a stream")
+                return await self.handle_resume(session_id, headers or {})
+        except HelixError as exc:
+            return error_response(exc)
+        return error_response(MethodNotAllowedError(f"Method {method!r} not allowed; use POST or GET"))
 
     # -- POST: start or continue a run and stream it --------------------------------------------
 
@@ -124,6 +179,9 @@ class FrontendHandler:
             handle = await self._execute(session_id, request, owner_id)
         except HelixError as exc:
             return error_response(exc)
+        except Exception:
+            self.logger.exception("could not execute a chat request for session %s", session_id)
+            return error_response(ExecutionError("The chat request could not be executed"))
         reader = await self.streams.create_resumable_reader(handle.session_id, handle.start_sequence)
         if reader is None:  # the run failed before we could attach: the stream says why
             return error_response(StreamFailedError(handle.session_id, "the run failed to start"))
@@ -199,7 +257,7 @@ class FrontendHandler:
             session_id=session_id,
             messages=messages,
             state=request.state,
-            message_id=request.continuation_of,
+            message_id=request.continuation_of or (self.generate_message_id() if self.generate_message_id else None),
             owner_id=owner_id,
         )
 
@@ -241,11 +299,13 @@ class FrontendHandler:
         limit: int = 50,
         include_reasoning: bool = True,
         include_tool_results: bool = True,
+        generate_id: IdGenerator | None = None,
     ) -> dict[str, Any]:
         """A page of the session's messages as the client shows them (one per reply, each with its
-        own id), as JSON-ready builtins; ``offset``/``limit`` count those messages."""
+        own id), as JSON-ready builtins; ``offset``/``limit`` count those messages.
+        ``generate_id(index, message)`` names a stored message that has no id of its own."""
         messages, has_more, total = await load_reply_page(
-            self.store, session_id, offset, limit, include_reasoning, include_tool_results
+            self.store, session_id, offset, limit, include_reasoning, include_tool_results, generate_id
         )
         return {
             "messages": msgspec.to_builtins(messages),
@@ -255,10 +315,13 @@ class FrontendHandler:
             "total": total,
         }
 
-    async def get_snapshot(self, session_id: str, include_partial_content: bool | None = None) -> dict[str, Any] | None:
-        """The session's snapshot as JSON-ready builtins, or ``None`` for an unknown session."""
+    async def get_snapshot(
+        self, session_id: str, include_partial_content: bool | None = None, checkpoint_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """The session's snapshot as JSON-ready builtins (at checkpoint ``checkpoint_id`` when
+        given), or ``None`` for an unknown session."""
         deps = SnapshotDeps(self.store, self.streams, self.content_replay)
-        snapshot = await build_snapshot(deps, session_id, include_partial_content)
+        snapshot = await build_snapshot(deps, session_id, include_partial_content, checkpoint_id)
         return None if snapshot is None else msgspec.to_builtins(snapshot)  # type: ignore[no-any-return]
 
 

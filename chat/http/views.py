@@ -27,7 +27,7 @@ from chat.http.handler import HandlerResponse
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
 from chat.models import ChatSession
 from chat.services import get_handler
-from chat.session_ids import canonical_session_id, new_session_id
+from chat.session_ids import body_session_id, new_session_id
 from chat.state.db import db
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
@@ -93,22 +93,12 @@ async def _post_chat(view: HelixAPIView, request: Request, session_id: str | Non
     body = await db(_json_body)(request)
     caller = view.caller
     if session_id is None:
-        session_id = _session_of(body)
+        session_id = body_session_id(body) or new_session_id()
         await db(session_access)(caller, session_id)  # a session of someone else is a 404
     response = await get_handler().handle_post(session_id, body, owner_id=caller.user_id, trusted=view.may_override)
     if response.status == 200 and caller.user_id is None:
         await caller.remember(session_id)
     return to_django(response)
-
-
-def _session_of(body: Any) -> str:
-    """The session a POST to ``chat`` names: the AI SDK's chat ``id`` or the seeds' ``sessionId``;
-    a new one when it names none."""
-    if isinstance(body, dict):
-        for field in ("id", "sessionId"):
-            if body.get(field) is not None:
-                return canonical_session_id(body[field], field)
-    return new_session_id()
 
 
 class NewChatView(HelixAPIView):
@@ -146,7 +136,8 @@ class SnapshotView(HelixAPIView):
     async def get(self, request: Request, session_id: str) -> HttpResponseBase:
         self.require_session()
         include = request.GET.get("includePartialContent")
-        snapshot = await get_handler().get_snapshot(session_id, None if include is None else include in ("1", "true"))
+        partial = None if include is None else include in ("1", "true")
+        snapshot = await get_handler().get_snapshot(session_id, partial, request.GET.get("checkpointId"))
         if snapshot is None:
             raise SessionNotFoundError(f"Session {session_id} not found")
         return JsonResponse(snapshot)

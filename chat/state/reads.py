@@ -3,6 +3,7 @@ latest checkpoint (:class:`~chat.ai_sdk.state.StateStore` on the chat models).""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
@@ -11,6 +12,13 @@ from chat.session_ids import session_key
 from chat.state.db import db
 
 __all__ = ["DjangoStateReader"]
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _run_info(run: Run) -> RunInfo:
@@ -88,3 +96,14 @@ class DjangoStateReader(StateStore):
             call_id: ToolDecision(call_id, str(approval_id), kind, status, reason, applied)
             for call_id, approval_id, kind, status, reason, applied in rows
         }
+
+    async def find_checkpoint(self, session_id: str, checkpoint_id: str) -> CheckpointInfo | None:
+        key, pk = session_key(session_id), _uuid(checkpoint_id)
+        if key is None or pk is None:
+            return None
+        checkpoint = await db(Checkpoint.objects.filter(session_id=key, pk=pk).first)()
+        if checkpoint is None:
+            return None
+        return CheckpointInfo(
+            str(checkpoint.pk), checkpoint.step, checkpoint.message_count, checkpoint.stream_sequence, checkpoint.state
+        )

@@ -1,7 +1,8 @@
 """The Helix chunk protocol: typed chunks, their wire form, type guards and wire events.
 
 - :mod:`~streams.protocol.chunks`: one frozen struct per chunk ``type`` and the :data:`Chunk` union;
-- :mod:`~streams.protocol.codec`: strict validation, canonical JSON bytes, batch decoding;
+- :mod:`~streams.protocol.codec`: strict validation of chunks and wire events, canonical JSON
+  bytes, batch decoding;
 - :mod:`~streams.protocol.events`: the end sentinel and the ``chunk``/``end``/``fail`` wire events;
 - :mod:`~streams.protocol.guards`: type guards for the chunk types code branches on.
 
@@ -50,6 +51,7 @@ from streams.protocol.codec import (
     dump_chunk,
     encode_chunk,
     parse_chunk,
+    parse_stream_event,
 )
 from streams.protocol.events import (
     StreamChunkEvent,
@@ -125,5 +127,6 @@ __all__ = [
     "is_tool_start_chunk",
     "now_ms",
     "parse_chunk",
+    "parse_stream_event",
     "stored_chunks",
 ]

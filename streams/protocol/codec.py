@@ -15,12 +15,14 @@ import msgspec
 
 from streams.exceptions import ChunkValidationError
 from streams.protocol.chunks import CHUNK_CLASSES, Chunk
+from streams.protocol.events import StreamEvent
 
 _logger = logging.getLogger("streams.protocol")
 
 _encoder = msgspec.json.Encoder()
 _chunk_decoder = msgspec.json.Decoder(Chunk)
 _chunk_list_decoder = msgspec.json.Decoder(list[Chunk])
+_event_decoder = msgspec.json.Decoder(StreamEvent)
 
 _FIELD_PATTERNS = (
     re.compile(r"missing required field `(?P<name>[^`]+)`(?: - at `\$(?P<path>[^`]*)`)?"),
@@ -134,3 +136,21 @@ def dump_chunk(chunk: Chunk) -> dict[str, Any]:
     """The wire dict of ``chunk`` (camelCase keys, ``type`` first, unset optional fields left out)."""
     result: dict[str, Any] = msgspec.to_builtins(chunk)
     return result
+
+
+def parse_stream_event(obj: dict[str, Any] | str | bytes) -> StreamEvent:
+    """Validate a wire event (``chunk``, ``end`` or ``fail``; a dict or JSON text) as strictly as
+    :func:`parse_chunk` validates a chunk, and return it typed.
+
+    Raises :class:`ChunkValidationError` naming the field (``chunk.delta``, ``sequence``, …).
+    """
+    try:
+        if isinstance(obj, (str, bytes, bytearray, memoryview)):
+            event: StreamEvent = _event_decoder.decode(obj)
+            return event
+        if isinstance(obj, dict):
+            event = msgspec.convert(obj, StreamEvent, strict=True)
+            return event
+    except (msgspec.ValidationError, msgspec.DecodeError, TypeError) as exc:
+        raise _validation_error(exc) from None
+    raise ChunkValidationError(f"A wire event must be a dict or JSON text, not {type(obj).__name__}")

@@ -21,7 +21,9 @@ def is_stream_end(obj: object) -> TypeGuard[StreamEnd]:
     return isinstance(obj, StreamEnd)
 
 
-class _EventBase(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+class _EventBase(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, forbid_unknown_fields=True
+):
     pass
 
 

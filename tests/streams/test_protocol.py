@@ -288,3 +288,21 @@ def test_state_patch_operations_are_typed() -> None:
     chunk = parse_chunk(wire("state_patch"))
     assert isinstance(chunk, StatePatch)
     assert [p.op for p in chunk.patches] == ["add", "replace", "remove"]
+
+
+def test_wire_events_are_validated_as_strictly_as_chunks() -> None:
+    line = '{"type":"chunk","chunk":{"type":"text_delta","delta":"Hi","agentId":"a","timestamp":1},"sequence":12}'
+    event = protocol.parse_stream_event(line)
+    assert isinstance(event, StreamChunkEvent) and event.sequence == 12 and isinstance(event.chunk, TextDelta)
+    assert isinstance(protocol.parse_stream_event({"type": "end"}), StreamEndEvent)
+    assert protocol.parse_stream_event(b'{"type":"fail","error":"down"}') == StreamFailEvent(error="down")
+    cases: list[tuple[dict[str, object], str | None]] = [
+        ({"type": "chunk", "chunk": {"type": "text_delta", "agentId": "a", "timestamp": 1}}, "chunk.delta"),
+        ({"type": "fail"}, "error"),
+        ({"type": "end", "extra": 1}, None),
+    ]
+    for bad, field in cases:
+        with pytest.raises(ChunkValidationError) as info:
+            protocol.parse_stream_event(bad)
+        if field is not None:
+            assert info.value.field == field

@@ -205,3 +205,18 @@ async def test_regenerate_replaces_the_last_answer_and_a_continuation_keeps_its_
     events = await read_events(await post(alice, session_id, continuation))
     assert events[0] == {"type": "start", "messageId": new_id}  # one assistant message, continued
     assert await Run.objects.filter(session_id=session_id).acount() == 3
+
+
+async def test_a_snapshot_at_a_checkpoint_over_http() -> None:
+    from chat.models import Checkpoint
+
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    await read_events(await post(alice, session_id, ui_body("Hello", session_id)))
+    checkpoint = await Checkpoint.objects.filter(session_id=session_id).afirst()
+    assert checkpoint is not None
+    url = f"/api/chat/{session_id}/snapshot"
+    snapshot = (await alice.get(url, {"checkpointId": str(checkpoint.pk)})).json()
+    assert (snapshot["checkpointId"], snapshot["streamSequence"]) == (str(checkpoint.pk), checkpoint.stream_sequence)
+    missing = await alice.get(url, {"checkpointId": str(uuid.uuid4())})
+    assert (missing.status_code, missing.json()["code"]) == (404, "CHECKPOINT_NOT_FOUND")
