@@ -64,7 +64,7 @@ def _agent_modules() -> list[CheckMessage]:
 
 def _classes() -> list[CheckMessage]:
     problems: list[CheckMessage] = []
-    for key in ("AUTHENTICATION_CLASSES", "PERMISSION_CLASSES", "THROTTLE_CLASSES"):
+    for key in ("AUTHENTICATION_CLASSES", "PERMISSION_CLASSES", "THROTTLE_CLASSES", "OVERRIDE_PERMISSION_CLASSES"):
         value = getattr(helix_settings, key)
         if value is None:
             continue
@@ -145,4 +145,17 @@ def _visibility_timeout() -> list[CheckMessage]:
 @register("helix")
 def check_chat_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """The chat side of the Helix settings, and the site settings Helix depends on."""
-    return [*_agent_modules(), *_classes(), *_gzip(), *_connections(), *_visibility_timeout()]
+    return [*_agent_modules(), *_classes(), *_gzip(), *_connections(), *_visibility_timeout(), *_double_texting()]
+
+
+def _double_texting() -> list[CheckMessage]:
+    from chat.http.double_texting import POLICIES
+
+    if helix_settings.DOUBLE_TEXTING in POLICIES:
+        return []
+    return [
+        Error(
+            f"HELIX['DOUBLE_TEXTING'] must be one of {', '.join(POLICIES)}, not {helix_settings.DOUBLE_TEXTING!r}.",
+            id="helix.E110",
+        )
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.core.signals import setting_changed
 
+from chat.http.double_texting import DoubleTexting
 from chat.http.handler import FrontendHandler, create_frontend_handler
 from chat.http.parsing import Limits
 from chat.state.approvals import decide
@@ -48,6 +49,11 @@ def get_handler() -> FrontendHandler:
             limits=limits,
             keep_alive=float(helix_settings.SSE_KEEPALIVE_SECONDS),
             decide=decide,
+            double_texting=DoubleTexting(
+                str(helix_settings.DOUBLE_TEXTING),
+                wait_seconds=float(helix_settings.DOUBLE_TEXTING_WAIT_SECONDS),
+                stop=DjangoStateStore().request_stop,
+            ),
         )
         _handlers[kind] = handler
     return handler

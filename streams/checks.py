@@ -102,6 +102,7 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         "REAP_INTERVAL_SECONDS",
         "APPROVAL_TTL_SECONDS",
         "RUN_TIME_LIMIT_SECONDS",
+        "DOUBLE_TEXTING_WAIT_SECONDS",
     ):
         seconds = getattr(helix_settings, name)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:

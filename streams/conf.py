@@ -28,6 +28,9 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         "MAX_MESSAGES": 500,               # longest history a POST may carry
         "MAX_BODY_BYTES": 1_048_576,       # largest chat POST body
         "CONTENT_REPLAY": True,            # resumed streams replay the in-flight content
+        "DOUBLE_TEXTING": "reattach",      # a POST while a run is in flight: reject, reattach,
+                                           # interrupt or enqueue (see chat.http.double_texting)
+        "DOUBLE_TEXTING_WAIT_SECONDS": 30.0,  # how long interrupt/enqueue wait for the run to end
         "RUN_TIME_LIMIT_SECONDS": 1800,    # a run still going after this long fails
         "LEASE_SECONDS": 4.0,              # a run whose worker is silent this long is taken over
         "HEARTBEAT_SECONDS": 1.0,          # how often a worker renews the leases of its runs
@@ -76,6 +79,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGES": 500,
     "MAX_BODY_BYTES": 1_048_576,
     "CONTENT_REPLAY": True,
+    "DOUBLE_TEXTING": "reattach",
+    "DOUBLE_TEXTING_WAIT_SECONDS": 30.0,
     "RUN_TIME_LIMIT_SECONDS": 1800,
     "LEASE_SECONDS": 4.0,
     "HEARTBEAT_SECONDS": 1.0,

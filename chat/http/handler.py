@@ -24,6 +24,7 @@ from chat.ai_sdk.sse import create_sse_headers, create_sse_stream, ui_message_st
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
 from chat.exceptions import DecisionRejectedError, MethodNotAllowedError, OverrideNotAllowedError
+from chat.http.double_texting import DoubleTexting
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
 from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.approvals import ToolAnswer
@@ -31,6 +32,7 @@ from streams.backends.base import StreamManager
 from streams.exceptions import ConfigurationError, ExecutionError, HelixError, StreamFailedError, ValidationError
 from streams.messages import StoredMessage
 from streams.sse import extract_resume_position, with_keep_alive
+from workers.exceptions import RunConflictError
 from workers.executors import Executor
 
 __all__ = [
@@ -105,6 +107,7 @@ class FrontendHandler:
         keep_alive: float = 15.0,
         decide: Decide | None = None,
         generate_message_id: Callable[[], str] | None = None,
+        double_texting: DoubleTexting | None = None,
     ) -> None:
         self.executor = executor
         self.streams = stream_manager
@@ -118,6 +121,8 @@ class FrontendHandler:
         self.decide = decide  # records the answers to a paused run's tool calls
         #: The id of each new reply's assistant message (default: ``msg-`` and a random hex).
         self.generate_message_id = generate_message_id
+        #: What a POST does while a run is in flight (default: ``reattach``, no waiting policy).
+        self.double_texting = double_texting or DoubleTexting("reattach")
 
     def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
         return HandlerResponse(200, create_sse_headers(headers), with_keep_alive(_opened(body), self.keep_alive))
@@ -160,13 +165,21 @@ class FrontendHandler:
     # -- POST: start or continue a run and stream it --------------------------------------------
 
     async def handle_post(
-        self, session_id: str, body: Any, *, owner_id: int | None = None, trusted: bool = True
+        self,
+        session_id: str,
+        body: Any,
+        *,
+        owner_id: int | None = None,
+        trusted: bool = True,
+        headers: Mapping[str, Any] | None = None,
     ) -> HandlerResponse:
         """Start a run for the chat request ``body`` and stream it.
 
         ``trusted``: the caller may replace the session's history and state (the seeds'
         ``messages`` / ``state`` overrides). The site's own code calling the handler is; the HTTP
-        views pass what ``HELIX["OVERRIDE_PERMISSION_CLASSES"]`` say of the request.
+        views pass what ``HELIX["OVERRIDE_PERMISSION_CLASSES"]`` say of the request. While the
+        session has a run in flight, the double-texting policy decides (:mod:`chat.http.double_texting`;
+        ``headers`` carry the helpers' reattach position).
         """
         try:
             request = parse_chat_body(body, self.limits)
@@ -176,7 +189,9 @@ class FrontendHandler:
                 run = await self._continued_run(session_id, request)
                 if run is not None:
                     return await self._resume_paused(session_id, run, request, owner_id)
-            handle = await self._execute(session_id, request, owner_id)
+            handle = await self._execute_once_free(session_id, request, owner_id, headers or {})
+            if isinstance(handle, HandlerResponse):
+                return handle  # reattached to the run in flight
         except HelixError as exc:
             return error_response(exc)
         except Exception:
@@ -237,6 +252,21 @@ class FrontendHandler:
             message_id=run.message_id, known_tool_calls=answered, **self.transformer_options
         )
         return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": session_id})
+
+    async def _execute_once_free(
+        self, session_id: str, request: ChatInput, owner_id: int | None, headers: Mapping[str, Any]
+    ) -> Any:
+        """Start the run, applying the double-texting policy while another is in flight: the run's
+        handle, or the response of a POST reattached to the run in flight."""
+        for _ in range(3):  # with interrupt or enqueue, another tab's message may win the free slot
+            try:
+                return await self._execute(session_id, request, owner_id)
+            except RunConflictError as conflict:
+                run = await self.store.get_current_run(session_id)
+                if self.double_texting.reattach_to(run, headers):
+                    return await self.handle_resume(session_id, headers)
+                await self.double_texting.make_room(self.store, self.streams, session_id, run, conflict)
+        raise RunConflictError(f"Session {session_id} stayed busy with other messages")
 
     async def _execute(self, session_id: str, request: ChatInput, owner_id: int | None) -> Any:
         agent = request.agent or self.agent

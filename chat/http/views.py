@@ -95,7 +95,9 @@ async def _post_chat(view: HelixAPIView, request: Request, session_id: str | Non
     if session_id is None:
         session_id = body_session_id(body) or new_session_id()
         await db(session_access)(caller, session_id)  # a session of someone else is a 404
-    response = await get_handler().handle_post(session_id, body, owner_id=caller.user_id, trusted=view.may_override)
+    response = await get_handler().handle_post(
+        session_id, body, owner_id=caller.user_id, trusted=view.may_override, headers=request.headers
+    )
     if response.status == 200 and caller.user_id is None:
         await caller.remember(session_id)
     return to_django(response)
