@@ -115,3 +115,24 @@ def test_a_failed_run_errors_and_resume_answers_410(live_client: ChatClient, hel
     assert answer["errors"][0] == "the model is down"
     assert "STREAM_FAILED" in answer["errors"][-1]
     assert Run.objects.get(session_id=session_id).error_code == "provider_overloaded"
+
+
+@pytest.mark.parametrize("client", ["v6", "v7"])
+def test_a_second_tab_sending_during_an_answer_joins_it(
+    live_client: ChatClient, helix_server: str, token: str, client: str
+) -> None:
+    """Double texting, ``reattach`` (the default): the second tab's POST carries the helpers'
+    position, so it streams the answer in flight instead of failing or starting another run."""
+    session_id, answer = chat(
+        live_client,
+        helix_server,
+        token,
+        [{"kind": "second-tab-sends", "text": "Tell me about Lisbon", "secondText": "Hello?", "afterMs": 200}],
+        client,
+        agent="research",
+    )
+    assert answer["errors"] == [], answer
+    assert_matches_server(answer, helix_server, session_id, token)
+    first, second = last_reply(answer["messages"]), last_reply(answer["secondTab"]["messages"])
+    assert second["id"] == first["id"] and strict_view(second) == strict_view(first)
+    assert list(Run.objects.filter(session_id=session_id).values_list("status", flat=True)) == ["completed"]

@@ -5,9 +5,11 @@
 // actions: {kind: "send", text} | {kind: "send-and-stop", text, afterMs} |
 //          {kind: "send-and-drop", text, afterMs} | {kind: "resume"} | {kind: "refresh"} |
 //          {kind: "approve", approved, reason?, approvalId?} | {kind: "tool-output", tool, output} |
-//          {kind: "wait-for-end"}
+//          {kind: "wait-for-end"} | {kind: "second-tab-sends", text, secondText, afterMs}
 //   "refresh" is what a page reload does: load the snapshot, build a new chat from it, resume.
-// answer:  {messages, status, error, errors, data, snapshots}
+//   "second-tab-sends": while the first tab's answer streams, a second tab opens the page (its
+//   snapshot) and sends a message of its own through the helpers.
+// answer:  {messages, status, error, errors, data, snapshots, secondTab?}
 import * as readline from "node:readline";
 import * as v6 from "ai-v6";
 import * as v6strict from "ai-v6-strict";
@@ -38,6 +40,7 @@ async function run(request) {
   let onResync;
   let onToolCall;
   let refreshed = false;
+  let secondTab;
 
   function makeChat(messages, resumeFromSequence) {
     const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence };
@@ -81,6 +84,32 @@ async function run(request) {
         await chat.stop();  // the browser drops the connection: a disconnect, not a cancel
       }
       await sending;
+    } else if (action.kind === "second-tab-sends") {
+      const sending = chat.sendMessage({ text: action.text });
+      await sleep(action.afterMs ?? 300);
+      let snapshot = null;
+      for (const deadline = Date.now() + 10000; Date.now() < deadline; await sleep(50)) {
+        snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+        if (snapshot?.status === "active") break;  // the first tab's answer is streaming
+      }
+      if (snapshot?.status !== "active") throw new Error("the first tab's answer never started");
+      const options = {
+        baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers,
+        resumeFromSequence: snapshot.streamSequence, existingMessageId: snapshot.existingMessageId,
+      };
+      const transport = new ai.DefaultChatTransport({
+        prepareSendMessagesRequest: helix.prepareHelixChatRequest(options),
+        prepareReconnectToStreamRequest: helix.prepareHelixReconnectRequest(options),
+      });
+      const tabState = new State(structuredClone(snapshot.messages));
+      class SecondTab extends ai.AbstractChat {
+        constructor() {
+          super({ id: request.sessionId, transport, state: tabState, onError: (e) => errors.push(`second tab: ${e?.message ?? e}`) });
+        }
+      }
+      const tab = new SecondTab();
+      await Promise.all([sending, tab.sendMessage({ text: action.secondText })]);
+      secondTab = { messages: tabState.messages, status: tabState.status };
     } else if (action.kind === "resume") {
       await chat.resumeStream();
     } else if (action.kind === "refresh") {
@@ -117,7 +146,7 @@ async function run(request) {
     await onToolCall?.settled();
   }
   return { messages: state.messages, status: state.status, error: state.error ? String(state.error.message ?? state.error) : null,
-           errors, data, snapshots };
+           errors, data, snapshots, secondTab };
 }
 
 const lines = readline.createInterface({ input: process.stdin });
