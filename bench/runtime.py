@@ -96,7 +96,10 @@ async def bench_overhead(redis_url: str, tokens: int) -> tuple[float, float, int
     return statistics.median(runtime_times) / chunk_count, statistics.median(raw_times) / chunk_count, chunk_count
 
 
-def start_worker(redis_url: str, database: Path, queue: str, log: Path) -> subprocess.Popen[bytes]:
+def start_worker(
+    redis_url: str, database: Path, queue: str, log: Path, agent_modules: list[str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A Celery worker process on ``queue``, with the demo agents and ``agent_modules``."""
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{database}",
@@ -104,6 +107,7 @@ def start_worker(redis_url: str, database: Path, queue: str, log: Path) -> subpr
         "HELIX_STREAM_BACKEND": "redis",
         "HELIX_CELERY_QUEUE": queue,
         "HELIX_SCRIPTED_DELAY_MS": "20",
+        "HELIX_AGENT_MODULES": ",".join(["workers.demo_agents", *(agent_modules or [])]),
     }
     process = subprocess.Popen(
         [

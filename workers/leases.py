@@ -3,9 +3,10 @@
 Every run an attempt claims carries a lease (``HELIX["LEASE_SECONDS"]``). One :class:`LeaseKeeper`
 per process and event loop renews the leases of all its runs every ``HEARTBEAT_SECONDS`` in one
 database update. A run the keeper no longer holds (a reaper gave it to another worker after this
-one stalled) is cancelled here; its writes were fenced off already. On a clean shutdown the
-keeper hands its runs back (:meth:`LeaseKeeper.hand_back`) so another worker continues them
-without counting an attempt.
+one stalled) is cancelled here; its writes were fenced off already. A run its user stopped is
+cancelled too, with a stop message, within ``STOP_POLL_SECONDS``: the model call or tool it is in
+ends there, and the run records ``run_interrupted``. On a clean shutdown the keeper hands its runs
+back (:meth:`LeaseKeeper.hand_back`) so another worker continues them without counting an attempt.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uuid
 from dataclasses import dataclass
 
 from streams.conf import helix_settings
+from workers.exceptions import STOP_CANCEL_MESSAGE
 from workers.runtime.persistence import RunRecorder
 
 __all__ = ["LeaseKeeper", "lease_keeper", "worker_name"]
@@ -34,6 +36,11 @@ def worker_name() -> str:
 class _Held:
     epoch: int
     task: asyncio.Task[object]
+    stopping: bool = False
+
+
+#: How often a keeper asks whether the users of its runs stopped them (one query for all).
+STOP_POLL_SECONDS = 0.25
 
 
 class LeaseKeeper:
@@ -48,6 +55,8 @@ class LeaseKeeper:
         self.worker = worker or worker_name()
         self._held: dict[str, _Held] = {}
         self._beat: asyncio.Task[None] | None = None
+        self._stops: asyncio.Task[None] | None = None
+        self.stop_poll_seconds = STOP_POLL_SECONDS
 
     def hold(self, run_id: str, epoch: int, task: asyncio.Task[object]) -> None:
         """Keep ``run_id`` leased while ``task`` (its attempt) runs."""
@@ -55,6 +64,8 @@ class LeaseKeeper:
         task.add_done_callback(lambda _: self._release(run_id, task))
         if self._beat is None or self._beat.done():
             self._beat = asyncio.ensure_future(self._heartbeats())
+        if self._stops is None or self._stops.done():
+            self._stops = asyncio.ensure_future(self._stop_polls())
 
     def _release(self, run_id: str, task: asyncio.Task[object]) -> None:
         held = self._held.get(run_id)
@@ -70,6 +81,29 @@ class LeaseKeeper:
             await asyncio.sleep(self.heartbeat_seconds)
             await self.beat()
 
+    async def _stop_polls(self) -> None:
+        while self._held:
+            await asyncio.sleep(self.stop_poll_seconds)
+            await self.stop_stopped()
+
+    async def stop_stopped(self) -> None:
+        """Stop, now, the attempts whose runs their users stopped: the attempt's task is
+        cancelled with :data:`~workers.exceptions.STOP_CANCEL_MESSAGE`, which ends a model call
+        or a tool mid-way; the run loop records ``run_interrupted``."""
+        ids = [run_id for run_id, held in self._held.items() if not held.stopping]
+        if not ids:
+            return
+        try:
+            stopped = await self.recorder.stopped_runs(ids)
+        except Exception:  # the database is away: the run loop's own checks remain
+            logger.exception("could not ask whether %d runs were stopped", len(ids))
+            return
+        for run_id in stopped:
+            held = self._held.get(run_id)
+            if held is not None and not held.stopping:
+                held.stopping = True
+                held.task.cancel(STOP_CANCEL_MESSAGE)
+
     async def beat(self) -> None:
         """Renew every lease now; cancel the attempts whose run went to another worker."""
         ids = self.run_ids
@@ -82,7 +116,7 @@ class LeaseKeeper:
             return
         for run_id in ids:
             held = self._held.get(run_id)
-            if held is not None and run_id not in still:
+            if held is not None and run_id not in still and not held.stopping:
                 logger.warning("run %s was taken over by another worker: stopping this attempt", run_id)
                 held.task.cancel()
 

@@ -306,6 +306,10 @@ class DjangoRunRecorder(RunRecorder):
         status = await db(Run.objects.filter(pk=run_id).values_list("status", flat=True).first)()
         return str(status) if status else "failed"
 
+    async def stopped_runs(self, run_ids: list[str]) -> set[str]:
+        query = Run.objects.filter(pk__in=run_ids, status=Run.Status.INTERRUPTED).values_list("pk", flat=True)
+        return {str(pk) for pk in await db(lambda: list(query))()}
+
     async def request_stop(self, session_id: str) -> bool:
         """Mark the session's active run interrupted; its runtime stops at the next safe point."""
         key = session_key(session_id)

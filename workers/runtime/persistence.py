@@ -178,3 +178,7 @@ class RunRecorder(abc.ABC):
     @abc.abstractmethod
     async def run_status(self, run_id: str) -> str:
         """The run's recorded status (a stop request sets ``interrupted`` from outside)."""
+
+    async def stopped_runs(self, run_ids: list[str]) -> set[str]:
+        """Which of ``run_ids`` their users stopped (one query where the store can)."""
+        return {run_id for run_id in run_ids if await self.run_status(run_id) == "interrupted"}

@@ -10,6 +10,7 @@ people (:mod:`~workers.runtime.pauses`) and sub-agents (:mod:`~workers.runtime.s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -20,7 +21,7 @@ from streams.backends.base import StreamManager
 from streams.exceptions import HelixError, StreamSupersededError
 from streams.messages import StoredMessage
 from streams.protocol import ErrorChunk, OutputChunk, RunInterrupted
-from workers.exceptions import RunError, RunErrorCode, StopRequested, as_run_error
+from workers.exceptions import RunError, RunErrorCode, StopRequested, as_run_error, is_stop
 from workers.runtime.agents import Agent
 from workers.runtime.commits import commit_step
 from workers.runtime.model_stream import stream_turn
@@ -127,6 +128,15 @@ class RunLoop:
         except StreamSupersededError:
             raise
         except StopRequested:
+            await self.writer.emit(RunInterrupted, run_id=self.run_id, step=self.step, reason="user_stop")
+            return RunOutcome("interrupted", usage=dict(self.usage))
+        except asyncio.CancelledError as exc:
+            # The lease keeper cancels a stopped run's attempt wherever it waits (a model call, a
+            # tool, a sub-agent): the root loop records the stop; any other cancellation goes on.
+            task = asyncio.current_task()
+            if self.parent is not None or not is_stop(exc) or task is None:
+                raise
+            task.uncancel()
             await self.writer.emit(RunInterrupted, run_id=self.run_id, step=self.step, reason="user_stop")
             return RunOutcome("interrupted", usage=dict(self.usage))
         except Exception as exc:  # anything but a RunError is a bug: recorded, never a hung run
