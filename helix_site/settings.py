@@ -112,6 +112,8 @@ HELIX = {
     "ALLOW_ANONYMOUS": env_bool("HELIX_ALLOW_ANONYMOUS", False),
     "AGENT_MODULES": env_list("HELIX_AGENT_MODULES", ["workers.demo_agents"]),
     "SCRIPTED_DELAY_MS": env_str("HELIX_SCRIPTED_DELAY_MS", "20-40"),
+    "CONTENT_REPLAY": env_bool("HELIX_CONTENT_REPLAY", True),
+    "DOUBLE_TEXTING": env_choice("HELIX_DOUBLE_TEXTING", "reattach", ("reject", "reattach", "interrupt", "enqueue")),
     "LLM": {
         "MODEL": env_str("HELIX_LLM_MODEL", "gpt-4o-mini"),
         "BASE_URL": env_str("OPENAI_BASE_URL", "") or None,

@@ -29,6 +29,7 @@ __all__ = [
     "UI_MESSAGE_STREAM_HEADERS",
     "encode_event",
     "extract_resume_position",
+    "header_value",
     "wire_events",
     "with_keep_alive",
 ]
@@ -110,6 +111,13 @@ def _lookup(headers: Mapping[str, Any], name: str) -> Any:
         if isinstance(key, str) and key.lower() in (lowered, "http_" + lowered.replace("-", "_")):
             return candidate
     return None
+
+
+def header_value(source: Any, name: str) -> Any:
+    """Header ``name`` (any case) of ``source``: a request with ``.headers``, a mapping of header
+    names, or a WSGI/ASGI-style ``META`` mapping (``HTTP_…`` keys); ``None`` when absent."""
+    headers = _headers_of(source)
+    return None if headers is None else _lookup(headers, name)
 
 
 def _parse_position(value: Any, header: str | None) -> int:

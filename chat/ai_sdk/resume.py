@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from chat.ai_sdk.events import UIMessageChunk
+from chat.ai_sdk.messages import PARTIAL_SUFFIX
 from chat.ai_sdk.partial import rebuild_partial_content
 from chat.ai_sdk.replay import has_replay_content, replay_events, unfinished_tool_events
 from chat.ai_sdk.snapshot import run_chunks
@@ -27,6 +28,7 @@ async def resume_run_stream(
     *,
     content_replay: bool = True,
     transformer_options: dict[str, Any] | None = None,
+    message_id: str | None = None,
 ) -> AsyncIterator[bytes] | None:
     """SSE bytes for a client resuming ``run``; ``None`` when the stream is gone or failed.
 
@@ -37,8 +39,13 @@ async def resume_run_stream(
     * a position without content replay: no ``start`` (the client keeps the snapshot's
       ``-partial`` message and adds to it or after it), the run's calls still in flight (which
       that message leaves out), then live chunks after the position.
+
+    ``message_id``: the id under which the client shows this run's answer, when it names one
+    (the run's own, or its ``-partial`` form from a snapshot taken without content replay):
+    ``start`` carries it, so a client that rebuilds the answer replaces the message it shows.
     """
-    options = {"message_id": run.message_id, **(transformer_options or {})}
+    shown = message_id if message_id is not None and message_id.removesuffix(PARTIAL_SUFFIX) == run.message_id else None
+    options = {"message_id": shown or run.message_id, **(transformer_options or {})}
     transformer = StreamTransformer(**options)
     start = run.start_sequence
     position = start if from_sequence is None or from_sequence <= start else from_sequence

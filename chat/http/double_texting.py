@@ -28,9 +28,17 @@ from typing import Any, Literal
 from chat.ai_sdk.state import RunInfo, StateStore
 from streams.backends.base import StreamManager
 from streams.exceptions import ConfigurationError
+from streams.sse import header_value
 from workers.exceptions import RunConflictError
 
-__all__ = ["POLICIES", "DoubleTexting", "Policy", "reattach_position_given", "wait_until_idle"]
+__all__ = [
+    "POLICIES",
+    "DoubleTexting",
+    "Policy",
+    "existing_message_id",
+    "reattach_position_given",
+    "wait_until_idle",
+]
 
 Policy = Literal["reject", "reattach", "interrupt", "enqueue"]
 POLICIES: tuple[Policy, ...] = ("reject", "reattach", "interrupt", "enqueue")
@@ -38,14 +46,15 @@ EXISTING_MESSAGE_HEADER = "X-Existing-Message-Id"
 _POLL_SECONDS = 0.05
 
 
-def _header(headers: Mapping[str, Any], name: str) -> Any:
-    wanted = name.lower()
-    return next((value for key, value in headers.items() if str(key).lower() == wanted), None)
+def existing_message_id(headers: Any) -> str | None:
+    """The message the client shows for the run in flight (``X-Existing-Message-Id``), if sent."""
+    value = header_value(headers, EXISTING_MESSAGE_HEADER)
+    return value if isinstance(value, str) and value else None
 
 
-def reattach_position_given(headers: Mapping[str, Any]) -> bool:
+def reattach_position_given(headers: Any) -> bool:
     """Whether a POST carries the helpers' reattach headers."""
-    return any(_header(headers, name) is not None for name in ("X-Resume-From-Sequence", EXISTING_MESSAGE_HEADER))
+    return any(header_value(headers, name) is not None for name in ("X-Resume-From-Sequence", EXISTING_MESSAGE_HEADER))
 
 
 async def wait_until_idle(store: StateStore, streams: StreamManager, session_id: str, seconds: float) -> bool:
@@ -81,8 +90,8 @@ class DoubleTexting:
         another reply (``X-Existing-Message-Id``) than the one in flight is not reattached."""
         if self.policy != "reattach" or run is None or not run.is_active or not reattach_position_given(headers):
             return False
-        existing = _header(headers, EXISTING_MESSAGE_HEADER)
-        return existing is None or existing == run.message_id
+        existing = existing_message_id(headers)
+        return existing is None or existing.removesuffix("-partial") == run.message_id
 
     async def make_room(
         self,

@@ -24,7 +24,7 @@ from chat.ai_sdk.sse import create_sse_headers, create_sse_stream, ui_message_st
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
 from chat.exceptions import DecisionRejectedError, MethodNotAllowedError, OverrideNotAllowedError
-from chat.http.double_texting import DoubleTexting
+from chat.http.double_texting import DoubleTexting, existing_message_id
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
 from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.approvals import ToolAnswer
@@ -315,6 +315,7 @@ class FrontendHandler:
             position,
             content_replay=self.content_replay,
             transformer_options=self.transformer_options,
+            message_id=existing_message_id(headers),
         )
         if body is None:
             return HandlerResponse(204)

@@ -12,7 +12,7 @@ import pytest
 
 from chat.models import Run
 from tests.chat.ai_sdk.client import ChatClient
-from tests.chat.ai_sdk.scenario import last_reply, strict_view
+from tests.chat.ai_sdk.scenario import content_view, last_reply, strict_view
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -136,3 +136,43 @@ def test_a_second_tab_sending_during_an_answer_joins_it(
     first, second = last_reply(answer["messages"]), last_reply(answer["secondTab"]["messages"])
     assert second["id"] == first["id"] and strict_view(second) == strict_view(first)
     assert list(Run.objects.filter(session_id=session_id).values_list("status", flat=True)) == ["completed"]
+
+
+@pytest.fixture(scope="module")
+def replay_off_server(celery_worker: dict[str, str], redis_url: str) -> Any:
+    """A second Daphne on the same worker, database and Redis, with content replay off."""
+    from tests.live import daphne
+
+    env = {
+        "HELIX_EXECUTOR": "celery",
+        "HELIX_STREAM_BACKEND": "redis",
+        "REDIS_URL": redis_url,
+        "DATABASE_URL": celery_worker["database"],
+        "HELIX_CELERY_QUEUE": celery_worker["queue"],
+        "HELIX_SCRIPTED_DELAY_MS": "3",
+        "HELIX_AGENT_MODULES": "workers.demo_agents,tests.agents",
+        "HELIX_CONTENT_REPLAY": "0",
+    }
+    with daphne(env) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("client", ["v6-strict", "v6", "v7"])
+def test_a_refresh_mid_answer_without_content_replay_keeps_one_message(
+    live_client: ChatClient, replay_off_server: str, token: str, client: str
+) -> None:
+    """The snapshot shows the answer so far as a ``-partial`` message; after the resume the page
+    holds that one message, complete, on every pinned client."""
+    actions: list[dict[str, Any]] = [
+        {"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400},
+        {"kind": "refresh"},
+        {"kind": "wait-for-end"},
+    ]
+    session_id, answer = chat(live_client, replay_off_server, token, actions, client, "research")
+    assert answer["errors"] == [] and answer["error"] is None, answer
+    [loaded] = answer["snapshots"]
+    assert loaded["status"] == "active" and loaded["messages"][-1]["id"].endswith("-partial")
+    assert [m["role"] for m in answer["messages"]] == ["user", "assistant"]
+    stored = snapshot(replay_off_server, session_id, token)
+    assert stored["status"] == "ended"
+    assert content_view(answer["messages"][-1]) == content_view(stored["messages"][-1])

@@ -42,8 +42,8 @@ async function run(request) {
   let refreshed = false;
   let secondTab;
 
-  function makeChat(messages, resumeFromSequence) {
-    const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence };
+  function makeChat(messages, resumeFromSequence, snapshot) {
+    const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence, snapshot };
     const transport = new ai.DefaultChatTransport({
       prepareSendMessagesRequest: helix.prepareHelixChatRequest(options),
       prepareReconnectToStreamRequest: helix.prepareHelixReconnectRequest(options),
@@ -116,7 +116,7 @@ async function run(request) {
       const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
       snapshots.push(snapshot);
       refreshed = true;
-      makeChat(snapshot.messages, snapshot.streamSequence);
+      makeChat(snapshot.messages, snapshot.streamSequence, snapshot);
       if (helix.shouldResume(snapshot)) await chat.resumeStream();
     } else if (action.kind === "approve") {
       // The page's approve / deny buttons: answer the pending approval, then continue the message.

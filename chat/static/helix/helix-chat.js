@@ -4,7 +4,7 @@
 //   import { prepareHelixChatRequest, prepareHelixReconnectRequest, loadHelixSnapshot,
 //            createResyncHandler, createClientToolHandler } from "/static/helix/helix-chat.js";
 //   const snapshot = await loadHelixSnapshot({ sessionId });
-//   const options = { sessionId, resumeFromSequence: snapshot.streamSequence, agent: "chat" };
+//   const options = { sessionId, resumeFromSequence: snapshot.streamSequence, snapshot, agent: "chat" };
 //   const transport = new DefaultChatTransport({
 //     prepareSendMessagesRequest: prepareHelixChatRequest(options),
 //     prepareReconnectToStreamRequest: prepareHelixReconnectRequest(options),
@@ -68,17 +68,37 @@ export function prepareHelixChatRequest(options = {}) {
   });
 }
 
+/** The id of the `-partial` message a snapshot taken with content replay off ends with, if any. */
+function partialMessageId(snapshot) {
+  const last = snapshot?.messages?.at(-1);
+  return last?.role === "assistant" && typeof last.id === "string" && last.id.endsWith("-partial") ? last.id : undefined;
+}
+
 /**
  * For `prepareReconnectToStreamRequest`: GET /api/chat/<session id> (instead of the SDK's
  * `<api>/<id>/stream`), with the resume position of the snapshot the page loaded. Without a
  * position the server replays the current run from its start.
+ *
+ * Pass the loaded snapshot as `options.snapshot`. When it shows the answer in flight as a
+ * `-partial` message (content replay off) and the client starts a fresh message for a resumed
+ * stream (ai 6.0.304+ and 7.x, whose transports declare `resumeStreamIsReplay`), the run is asked
+ * for from its start under that message's id: the client replaces the partial message with the
+ * whole answer, so the page keeps one message. Older clients continue the partial message from
+ * the position.
  */
 export function prepareHelixReconnectRequest(options = {}) {
-  return ({ id, headers, credentials }) => ({
-    api: chatUrl(options, id),
-    credentials: credentials ?? options.credentials ?? "same-origin",
-    headers: helixHeaders(options, headers),
-  });
+  return function prepareReconnect({ id, headers, credentials }) {
+    const partial = partialMessageId(options.snapshot);
+    const freshOnResume = typeof this?.resumeStreamIsReplay === "boolean";
+    const resume = partial && freshOnResume
+      ? { ...options, resumeFromSequence: undefined, existingMessageId: partial }
+      : options;
+    return {
+      api: chatUrl(options, id),
+      credentials: credentials ?? options.credentials ?? "same-origin",
+      headers: helixHeaders(resume, headers),
+    };
+  };
 }
 
 /** GET the session's snapshot: `{messages, state, streamSequence, status, …}`, or null (404). */
@@ -117,7 +137,10 @@ export function createResyncHandler({
     if (chat) await chat.stop();
     const snapshot = await loadHelixSnapshot({ sessionId, baseUrl, headers, fetch: fetchImpl });
     if (snapshot) setMessages(snapshot.messages);
-    if (snapshot && reconnectOptions) reconnectOptions.resumeFromSequence = snapshot.streamSequence;
+    if (snapshot && reconnectOptions) {
+      reconnectOptions.resumeFromSequence = snapshot.streamSequence;
+      reconnectOptions.snapshot = snapshot;
+    }
     onResync?.(data, snapshot);
     if (chat && shouldResume(snapshot)) await chat.resumeStream();
   };

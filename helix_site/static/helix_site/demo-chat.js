@@ -134,8 +134,8 @@ function render() {
   });
 }
 
-function makeChat(messages, resumeFromSequence) {
-  const chatOptions = Object.assign(options, { resumeFromSequence });
+function makeChat(messages, resumeFromSequence, loaded) {
+  const chatOptions = Object.assign(options, { resumeFromSequence, snapshot: loaded });
   const transport = new DefaultChatTransport({
     prepareSendMessagesRequest: prepareHelixChatRequest(chatOptions),
     prepareReconnectToStreamRequest: prepareHelixReconnectRequest(chatOptions),
@@ -184,7 +184,7 @@ $("stop").addEventListener("click", () => {
 
 await loadAgents();
 const snapshot = await loadHelixSnapshot({ sessionId });
-makeChat(snapshot?.messages ?? [], snapshot?.streamSequence);
+makeChat(snapshot?.messages ?? [], snapshot?.streamSequence, snapshot);
 if (shouldResume(snapshot)) {
   activity("resuming the answer in progress");
   chat.resumeStream();
