@@ -147,12 +147,10 @@ def celery_worker(test_database: str, redis_url: str) -> Iterator[dict[str, str]
         process.kill()
 
 
-@pytest.fixture(scope="session")
-def helix_server(celery_worker: dict[str, str], redis_url: str) -> Iterator[str]:
-    """Daphne serving the site with the Celery executor, Redis streams and the test database."""
-    from tests.live import daphne
-
-    env = {
+def server_env(celery_worker: dict[str, str], redis_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a Daphne serving the site on ``celery_worker`` (its queue and database)
+    and Redis streams, with ``extra`` settings on top."""
+    return {
         "HELIX_EXECUTOR": "celery",
         "HELIX_STREAM_BACKEND": "redis",
         "REDIS_URL": redis_url,
@@ -160,6 +158,14 @@ def helix_server(celery_worker: dict[str, str], redis_url: str) -> Iterator[str]
         "HELIX_CELERY_QUEUE": celery_worker["queue"],
         "HELIX_SCRIPTED_DELAY_MS": "3",
         "HELIX_AGENT_MODULES": "workers.demo_agents,tests.agents",
+        **extra,
     }
-    with daphne(env) as port:
+
+
+@pytest.fixture(scope="session")
+def helix_server(celery_worker: dict[str, str], redis_url: str) -> Iterator[str]:
+    """Daphne serving the site with the Celery executor, Redis streams and the test database."""
+    from tests.live import daphne
+
+    with daphne(server_env(celery_worker, redis_url)) as port:
         yield f"http://127.0.0.1:{port}"

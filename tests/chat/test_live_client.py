@@ -141,18 +141,10 @@ def test_a_second_tab_sending_during_an_answer_joins_it(
 @pytest.fixture(scope="module")
 def replay_off_server(celery_worker: dict[str, str], redis_url: str) -> Any:
     """A second Daphne on the same worker, database and Redis, with content replay off."""
+    from tests.conftest import server_env
     from tests.live import daphne
 
-    env = {
-        "HELIX_EXECUTOR": "celery",
-        "HELIX_STREAM_BACKEND": "redis",
-        "REDIS_URL": redis_url,
-        "DATABASE_URL": celery_worker["database"],
-        "HELIX_CELERY_QUEUE": celery_worker["queue"],
-        "HELIX_SCRIPTED_DELAY_MS": "3",
-        "HELIX_AGENT_MODULES": "workers.demo_agents,tests.agents",
-        "HELIX_CONTENT_REPLAY": "0",
-    }
+    env = server_env(celery_worker, redis_url, HELIX_CONTENT_REPLAY="0")
     with daphne(env) as port:
         yield f"http://127.0.0.1:{port}"
 
