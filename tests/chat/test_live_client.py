@@ -156,7 +156,7 @@ def test_a_refresh_mid_answer_without_content_replay_keeps_one_message(
     """The snapshot shows the answer so far as a ``-partial`` message; after the resume the page
     holds that one message, complete, on every pinned client."""
     actions: list[dict[str, Any]] = [
-        {"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 400},
+        {"kind": "send-and-drop", "text": "How do streams resume?", "afterMs": 150, "untilText": True},
         {"kind": "refresh"},
         {"kind": "wait-for-end"},
     ]

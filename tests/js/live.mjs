@@ -3,7 +3,7 @@
 //
 // request: {client, baseUrl, sessionId, token, agent, actions: [...]}
 // actions: {kind: "send", text} | {kind: "send-and-stop", text, afterMs} |
-//          {kind: "send-and-drop", text, afterMs} | {kind: "resume"} | {kind: "refresh"} |
+//          {kind: "send-and-drop", text, afterMs, untilText?} | {kind: "resume"} | {kind: "refresh"} |
 //          {kind: "approve", approved, reason?, approvalId?} | {kind: "tool-output", tool, output} |
 //          {kind: "wait-for-end"} | {kind: "second-tab-sends", text, secondText, afterMs}
 //   "refresh" is what a page reload does: load the snapshot, build a new chat from it, resume.
@@ -77,6 +77,11 @@ async function run(request) {
     } else if (action.kind === "send-and-stop" || action.kind === "send-and-drop") {
       const sending = chat.sendMessage({ text: action.text });
       await sleep(action.afterMs ?? 300);
+      // untilText: drop only once some of the answer's text has arrived
+      for (const deadline = Date.now() + 10000; action.untilText && Date.now() < deadline; await sleep(20)) {
+        const last = state.messages.at(-1);
+        if (last?.role === "assistant" && last.parts.some((p) => p.type === "text" && p.text)) break;
+      }
       if (action.kind === "send-and-stop") {
         const response = await fetch(`${base}/${request.sessionId}/stop`, { method: "POST", headers });
         if (response.status !== 202) errors.push(`stop answered ${response.status}`);
