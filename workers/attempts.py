@@ -55,7 +55,7 @@ async def execute_run(
         deadline = asyncio.timeout(time_limit)
         try:
             async with deadline:
-                return await _attempt(recorder, streams, claim, agent)
+                return await _attempt(recorder, streams, claim, agent, keeper.stop_signal(run_id))
         except TimeoutError:
             if not deadline.expired():
                 raise  # a timeout of the run's own, not its time limit
@@ -78,7 +78,9 @@ async def _out_of_time(recorder: RunRecorder, streams: StreamManager, claim: Run
     return outcome
 
 
-async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClaim, given: Agent | None) -> RunOutcome:
+async def _attempt(
+    recorder: RunRecorder, streams: StreamManager, claim: RunClaim, given: Agent | None, stop: asyncio.Event | None
+) -> RunOutcome:
     session_id, epoch = claim.session_id, claim.epoch
     if claim.takeover:
         await take_over(streams, claim)
@@ -96,7 +98,13 @@ async def _attempt(recorder: RunRecorder, streams: StreamManager, claim: RunClai
         outcome = await report_failure(writer, as_run_error(exc), step=0, usage={})
     else:
         loop = RunLoop(
-            agent, session_id=session_id, run_id=claim.run_id, streams=streams, recorder=recorder, epoch=epoch
+            agent,
+            session_id=session_id,
+            run_id=claim.run_id,
+            streams=streams,
+            recorder=recorder,
+            epoch=epoch,
+            stop=stop,
         )
         outcome = await loop.run(message_id=claim.message_id, first_step=claim.step_count + 1)
     await recorder.finish_run(claim.run_id, outcome, epoch=epoch)

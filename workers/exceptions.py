@@ -22,13 +22,11 @@ the run's recorded ``error_code``) is lower_snake, one of :class:`RunErrorCode`;
 
 from __future__ import annotations
 
-import asyncio
 from enum import StrEnum
 
 from streams.exceptions import HelixError, StreamError, StreamSupersededError
 
 __all__ = [
-    "STOP_CANCEL_MESSAGE",
     "LLMError",
     "RunConflictError",
     "RunError",
@@ -39,7 +37,6 @@ __all__ = [
     "StopRequested",
     "UnknownAgentError",
     "as_run_error",
-    "is_stop",
 ]
 
 
@@ -110,15 +107,6 @@ class StatePatchError(RunError):
 class StopRequested(Exception):
     """The run's user asked it to stop: raised at the next safe point, never outside the runtime."""
 
-
-#: The message of the cancellation with which a lease keeper stops an attempt whose user stopped
-#: its run: the root step loop turns it into ``run_interrupted`` (any other cancellation is not a stop).
-STOP_CANCEL_MESSAGE = "helix: the run's user stopped it"
-
-
-def is_stop(exc: BaseException) -> bool:
-    """Whether ``exc`` is the cancellation a stop request causes."""
-    return isinstance(exc, asyncio.CancelledError) and STOP_CANCEL_MESSAGE in exc.args
 
 
 class UnknownAgentError(HelixError):

@@ -3,10 +3,11 @@
 Every run an attempt claims carries a lease (``HELIX["LEASE_SECONDS"]``). One :class:`LeaseKeeper`
 per process and event loop renews the leases of all its runs every ``HEARTBEAT_SECONDS`` in one
 database update. A run the keeper no longer holds (a reaper gave it to another worker after this
-one stalled) is cancelled here; its writes were fenced off already. A run its user stopped is
-cancelled too, with a stop message, within ``STOP_POLL_SECONDS``: the model call or tool it is in
-ends there, and the run records ``run_interrupted``. On a clean shutdown the keeper hands its runs
-back (:meth:`LeaseKeeper.hand_back`) so another worker continues them without counting an attempt.
+one stalled) is cancelled here; its writes were fenced off already. A run its user stopped
+has its stop signal (:meth:`LeaseKeeper.stop_signal`) set within ``STOP_POLL_SECONDS``: the step
+loop cancels the model call or tools it is in and records ``run_interrupted``. On a clean shutdown
+the keeper hands its runs back (:meth:`LeaseKeeper.hand_back`) so another worker continues them
+without counting an attempt.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import logging
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from streams.conf import helix_settings
-from workers.exceptions import STOP_CANCEL_MESSAGE
 from workers.runtime.persistence import RunRecorder
 
 __all__ = ["LeaseKeeper", "lease_keeper", "worker_name"]
@@ -36,7 +36,7 @@ def worker_name() -> str:
 class _Held:
     epoch: int
     task: asyncio.Task[object]
-    stopping: bool = False
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 #: How often a keeper asks whether the users of its runs stopped them (one query for all).
@@ -72,6 +72,11 @@ class LeaseKeeper:
         if held is not None and held.task is task:
             del self._held[run_id]
 
+    def stop_signal(self, run_id: str) -> asyncio.Event | None:
+        """The event set when the user of held run ``run_id`` stops it (``None``: not held)."""
+        held = self._held.get(run_id)
+        return held.stop if held is not None else None
+
     @property
     def run_ids(self) -> list[str]:
         return list(self._held)
@@ -87,10 +92,8 @@ class LeaseKeeper:
             await self.stop_stopped()
 
     async def stop_stopped(self) -> None:
-        """Stop, now, the attempts whose runs their users stopped: the attempt's task is
-        cancelled with :data:`~workers.exceptions.STOP_CANCEL_MESSAGE`, which ends a model call
-        or a tool mid-way; the run loop records ``run_interrupted``."""
-        ids = [run_id for run_id, held in self._held.items() if not held.stopping]
+        """Signal the attempts whose runs their users stopped (one query for all held runs)."""
+        ids = [run_id for run_id, held in self._held.items() if not held.stop.is_set()]
         if not ids:
             return
         try:
@@ -100,9 +103,8 @@ class LeaseKeeper:
             return
         for run_id in stopped:
             held = self._held.get(run_id)
-            if held is not None and not held.stopping:
-                held.stopping = True
-                held.task.cancel(STOP_CANCEL_MESSAGE)
+            if held is not None:
+                held.stop.set()
 
     async def beat(self) -> None:
         """Renew every lease now; cancel the attempts whose run went to another worker."""
@@ -116,7 +118,7 @@ class LeaseKeeper:
             return
         for run_id in ids:
             held = self._held.get(run_id)
-            if held is not None and run_id not in still and not held.stopping:
+            if held is not None and run_id not in still:
                 logger.warning("run %s was taken over by another worker: stopping this attempt", run_id)
                 held.task.cancel()
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from pydantic import ValidationError as PydanticValidationError
 
@@ -21,7 +22,7 @@ from streams.backends.base import StreamManager
 from streams.exceptions import HelixError, StreamSupersededError
 from streams.messages import StoredMessage
 from streams.protocol import ErrorChunk, OutputChunk, RunInterrupted
-from workers.exceptions import RunError, RunErrorCode, StopRequested, as_run_error, is_stop
+from workers.exceptions import RunError, RunErrorCode, StopRequested, as_run_error
 from workers.runtime.agents import Agent
 from workers.runtime.commits import commit_step
 from workers.runtime.model_stream import stream_turn
@@ -34,6 +35,8 @@ from workers.runtime.writer import RunWriter
 __all__ = ["RunLoop", "report_failure"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STOP_CHECK_SECONDS = 0.5
 
@@ -60,6 +63,7 @@ class RunLoop:
         agent_id: str | None = None,
         parent: RunLoop | None = None,
         epoch: int | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.agent = agent
         self.session_id = session_id
@@ -75,6 +79,9 @@ class RunLoop:
         self.message_id: str | None = None
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self._writer: RunWriter | None = None
+        #: Set when the run's user stops it (the lease keeper's signal): the model call or tools
+        #: the step is in are cancelled at once, and the run records ``run_interrupted``.
+        self.stop = stop
         self._last_stop_check = 0.0
         self._answers: list[StoredMessage] = []  # tool results of a resumed pause, committed next
         self._applied: list[str] = []
@@ -130,15 +137,6 @@ class RunLoop:
         except StopRequested:
             await self.writer.emit(RunInterrupted, run_id=self.run_id, step=self.step, reason="user_stop")
             return RunOutcome("interrupted", usage=dict(self.usage))
-        except asyncio.CancelledError as exc:
-            # The lease keeper cancels a stopped run's attempt wherever it waits (a model call, a
-            # tool, a sub-agent): the root loop records the stop; any other cancellation goes on.
-            task = asyncio.current_task()
-            if self.parent is not None or not is_stop(exc) or task is None:
-                raise
-            task.uncancel()
-            await self.writer.emit(RunInterrupted, run_id=self.run_id, step=self.step, reason="user_stop")
-            return RunOutcome("interrupted", usage=dict(self.usage))
         except Exception as exc:  # anything but a RunError is a bug: recorded, never a hung run
             if not isinstance(exc, RunError):
                 logger.exception("run %s failed", self.run_id)
@@ -150,6 +148,24 @@ class RunLoop:
                 pass  # a newer attempt holds the stream: what this one buffered is void
             except HelixError:
                 logger.exception("could not flush the last chunks of run %s", self.run_id)
+
+    async def _until_stopped(self, work: Coroutine[Any, Any, T]) -> T:
+        """Await ``work`` (a model call, the step's tools); if the stop signal comes first, cancel
+        it and raise :class:`StopRequested`."""
+        if self.stop is None:
+            return await work
+        task = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            raise StopRequested
+        return task.result()
 
     async def _check_stop(self, force: bool = False) -> None:
         """Raise :class:`StopRequested` if the run's user stopped it (asked at most every
@@ -171,17 +187,19 @@ class RunLoop:
                 await self.writer.begin_step(step)
             pending: list[PendingCallSpec] = []
             async with publishing_changes(self.writer, self.state):
-                assistant, calls = await stream_turn(
-                    self.agent,
-                    self.messages,
-                    self.writer,
-                    message_id=self.message_id,
-                    usage=self.usage,
-                    check_stop=self._check_stop,
+                assistant, calls = await self._until_stopped(
+                    stream_turn(
+                        self.agent,
+                        self.messages,
+                        self.writer,
+                        message_id=self.message_id,
+                        usage=self.usage,
+                        check_stop=self._check_stop,
+                    )
                 )
                 step_messages = [assistant]
                 if calls:
-                    results, pending = await run_tools(self, calls)
+                    results, pending = await self._until_stopped(run_tools(self, calls))
                     step_messages += results
             if pending:
                 return await self._pause(step_messages, pending)
