@@ -108,7 +108,6 @@ class StopRequested(Exception):
     """The run's user asked it to stop: raised at the next safe point, never outside the runtime."""
 
 
-
 class UnknownAgentError(HelixError):
     """No agent is registered under that name."""
 
