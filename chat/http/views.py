@@ -33,6 +33,7 @@ from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import ValidationError
+from streams.sse import extract_resume_position
 
 __all__ = [
     "AgentsView",
@@ -82,6 +83,7 @@ class _ResumeMixin(HelixAPIView):
 
     async def get(self, request: Request, session_id: str) -> HttpResponseBase:
         """Stream the current run from the client's position (204 when there is nothing)."""
+        extract_resume_position(request)  # a malformed position is a 400, whatever the session
         if not self.session_exists:
             return HttpResponse(status=204)
         return to_django(await get_handler().handle_resume(session_id, request))

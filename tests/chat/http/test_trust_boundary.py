@@ -159,3 +159,84 @@ async def test_messages_have_one_id_per_reply() -> None:
     assert ids[1] == events[0]["messageId"]
     snapshot = (await alice.get(f"/api/chat/{session_id}/snapshot")).json()
     assert page["messages"] == snapshot["messages"]
+
+
+async def counts() -> tuple[int, int, int, int]:
+    return (
+        await ChatSession.objects.acount(),
+        await Run.objects.acount(),
+        await Message.objects.acount(),
+        await PendingCall.objects.acount(),
+    )
+
+
+async def test_bad_decisions_are_refused_and_change_nothing() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    alice, bob = await login("alice"), await login("bob")
+    session_id, _ = await started(alice, "Email the board", agent="assistant")
+    bobs_session, _ = await started(bob, "Email the team", agent="assistant")
+    call = await PendingCall.objects.aget(session_id=session_id)
+    bobs_call = await PendingCall.objects.aget(session_id=bobs_session)
+    reply = (await alice.get(f"/api/chat/{session_id}/snapshot")).json()["messages"][-1]
+    [part] = [p for p in reply["parts"] if p["type"] == "dynamic-tool"]
+
+    def answering(approval_id: str, call_id: str | None = None) -> dict[str, Any]:
+        answer = {
+            **part,
+            "toolCallId": call_id or part["toolCallId"],
+            "state": "approval-responded",
+            "approval": {"id": approval_id, "approved": True},
+        }
+        message = {**reply, "parts": [answer if p is part else p for p in reply["parts"]]}
+        return {"id": session_id, "trigger": "submit-message", "agent": "assistant", "messages": [message]}
+
+    before = await counts()
+    await refused(alice, session_id, answering(str(uuid.uuid4())), 409, "DECISION_REJECTED")  # unknown
+    await refused(alice, session_id, answering(str(bobs_call.pk)), 409, "DECISION_REJECTED")  # foreign
+    await refused(alice, session_id, answering(str(call.pk), "call-made-up"), 400, "VALIDATION_ERROR")  # forged call
+    await PendingCall.objects.filter(pk=call.pk).aupdate(expires_at=timezone.now() - timedelta(seconds=1))
+    await refused(alice, session_id, answering(str(call.pk)), 410, "DECISION_EXPIRED")
+    assert await counts() == before
+    await call.arefresh_from_db()
+    assert (call.status, call.decided_at) == ("pending", None)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "headers", "status", "code", "names"),
+    [
+        ("get", "/api/chat/{new}", None, {"X-Resume-From-Sequence": "5"}, 204, None, None),  # no run: nothing
+        ("get", "/api/chat/{new}", None, {"X-Resume-From-Sequence": "soon"}, 400, "VALIDATION_ERROR", "X-Resume"),
+        ("get", "/api/chat/a..b/snapshot", None, {}, 400, "VALIDATION_ERROR", "session id"),
+        ("post", "/api/chat/" + "x" * 300, {"message": "hi"}, {}, 400, "VALIDATION_ERROR", "session id"),
+        ("post", "/api/chat", {"id": "a/b", "message": "hi"}, {}, 400, "VALIDATION_ERROR", "id must"),
+        ("post", "/api/chat", {"sessionId": "..", "message": "hi"}, {}, 400, "VALIDATION_ERROR", "sessionId must"),
+        ("get", "/api/chat/a/b/snapshot", None, {}, 404, None, None),  # no such route
+    ],
+)
+async def test_bad_ids_and_positions_name_what_is_wrong_and_store_nothing(
+    method: str,
+    path: str,
+    body: Any,
+    headers: dict[str, str],
+    status: int,
+    code: str | None,
+    names: str | None,
+) -> None:
+    import json
+
+    alice = await login("alice")
+    await started(alice)
+    before = await counts()
+    url = path.format(new=uuid.uuid4())
+    if method == "post":
+        response = await alice.post(url, json.dumps(body), content_type="application/json", headers=headers)
+    else:
+        response = await alice.get(url, headers=headers)
+    assert response.status_code == status, response.content
+    if code is not None:
+        error = response.json()
+        assert error["code"] == code and names in error["error"], error
+    assert await counts() == before
