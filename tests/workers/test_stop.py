@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from chat.models import Run
+from chat.models import Message, Run
 from chat.state.store import DjangoStateStore
 from streams.backends import InMemoryStreamManager
 from streams.messages import StoredMessage
@@ -66,6 +66,11 @@ def sub_agent_parent() -> Agent:
     return define_agent("parent", "x", tools=[child], llm=calls("stalling-child", {"task": "look"}), register=False)
 
 
+async def stored_replies(run: Run) -> list[str]:
+    query = Message.objects.filter(session_id=run.session_id, role="assistant").order_by("position")
+    return [m.content async for m in query if not m.tool_calls]
+
+
 async def stop_while(agent: Agent, reached: type[Any]) -> tuple[float, list[Any], Any]:
     """Start ``agent``, stop its run once a ``reached`` chunk is out; the seconds from the stop to
     the run's end, the chunks, the run."""
@@ -92,14 +97,16 @@ async def test_a_stop_ends_a_tool_mid_call() -> None:
     took, chunks, run = await stop_while(slow_tool_agent(cancelled), ToolStart)
     assert cancelled == [True] and took < STOP_POLL_SECONDS + 0.75
     assert isinstance(chunks[-1], RunInterrupted) and chunks[-1].reason == "user_stop"
-    assert "".join(c.delta for c in chunks if isinstance(c, TextDelta)) == "Let me look. "  # kept
+    assert "".join(c.delta for c in chunks if isinstance(c, TextDelta)) == "Let me look. "
     assert run.status == "interrupted"
+    assert await stored_replies(run) == ["Let me look. "]  # what was streamed is kept, its call is not
 
 
 async def test_a_stop_ends_a_stalled_model_call() -> None:
     agent = define_agent("stalls", "x", llm=Stalls(), register=False)
-    took, chunks, _ = await stop_while(agent, TextDelta)
+    took, chunks, run = await stop_while(agent, TextDelta)
     assert took < STOP_POLL_SECONDS + 0.75 and isinstance(chunks[-1], RunInterrupted)
+    assert await stored_replies(run) == ["Thinking"]
 
 
 async def test_a_stop_reaches_through_a_sub_agent_to_the_root_run() -> None:

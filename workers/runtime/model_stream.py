@@ -4,12 +4,14 @@ and the tool calls it asks for.
 Reasoning becomes ``thinking`` chunks, closed by an empty one marked complete when the text or a
 tool call begins; text becomes ``text_delta`` chunks; streamed tool arguments become
 ``tool_arg_stream_start`` / ``_delta`` / ``_end``. Token usage adds up in the run's ``usage``.
-A stop request is checked between events.
+A stop request is checked between events; what was streamed so far is kept in a
+:class:`TurnProgress`, so a stopped run can keep it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from streams.messages import StoredMessage, ToolCall
 from streams.protocol import TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamEnd, ToolArgStreamStart
@@ -18,7 +20,23 @@ from workers.runtime.agents import Agent
 from workers.runtime.tools import ParsedCall
 from workers.runtime.writer import RunWriter
 
-__all__ = ["stream_turn"]
+__all__ = ["TurnProgress", "stream_turn"]
+
+
+@dataclass
+class TurnProgress:
+    """The text and reasoning of a turn streamed so far."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+
+    def message(self, message_id: str | None) -> StoredMessage | None:
+        """What was streamed, as an assistant message without calls (``None`` when nothing was)."""
+        if not self.text and not self.reasoning:
+            return None
+        return StoredMessage(
+            role="assistant", id=message_id, content="".join(self.text), reasoning="".join(self.reasoning) or None
+        )
 
 
 async def stream_turn(
@@ -29,11 +47,12 @@ async def stream_turn(
     message_id: str | None,
     usage: dict[str, int],
     check_stop: Callable[[], Awaitable[None]],
+    progress: TurnProgress | None = None,
 ) -> tuple[StoredMessage, list[ParsedCall]]:
     """Stream ``agent``'s next message for ``messages``; return it (as ``message_id``) and its calls."""
     definitions = [tool.definition() for tool in agent.tools]
-    text: list[str] = []
-    reasoning: list[str] = []
+    progress = progress if progress is not None else TurnProgress()
+    text, reasoning = progress.text, progress.reasoning
     reasoning_open = False
     streamed: set[str] = set()
     ends: list[ToolCallEnd] = []

@@ -25,7 +25,7 @@ from streams.protocol import ErrorChunk, OutputChunk, RunInterrupted
 from workers.exceptions import RunError, RunErrorCode, StopRequested, as_run_error
 from workers.runtime.agents import Agent
 from workers.runtime.commits import commit_step
-from workers.runtime.model_stream import stream_turn
+from workers.runtime.model_stream import TurnProgress, stream_turn
 from workers.runtime.pauses import announce_pause, take_answers
 from workers.runtime.persistence import PendingCallSpec, RunOutcome, RunRecorder
 from workers.runtime.state import publishing_changes
@@ -79,6 +79,7 @@ class RunLoop:
         self.message_id: str | None = None
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self._writer: RunWriter | None = None
+        self._turn: TurnProgress | None = None  # the step streaming now, until it is committed
         #: Set when the run's user stops it (the lease keeper's signal): the model call or tools
         #: the step is in are cancelled at once, and the run records ``run_interrupted``.
         self.stop = stop
@@ -135,6 +136,7 @@ class RunLoop:
         except StreamSupersededError:
             raise
         except StopRequested:
+            await self._keep_streamed()
             await self.writer.emit(RunInterrupted, run_id=self.run_id, step=self.step, reason="user_stop")
             return RunOutcome("interrupted", usage=dict(self.usage))
         except Exception as exc:  # anything but a RunError is a bug: recorded, never a hung run
@@ -187,6 +189,7 @@ class RunLoop:
                 await self.writer.begin_step(step)
             pending: list[PendingCallSpec] = []
             async with publishing_changes(self.writer, self.state):
+                self._turn = TurnProgress()
                 assistant, calls = await self._until_stopped(
                     stream_turn(
                         self.agent,
@@ -195,6 +198,7 @@ class RunLoop:
                         message_id=self.message_id,
                         usage=self.usage,
                         check_stop=self._check_stop,
+                        progress=self._turn,
                     )
                 )
                 step_messages = [assistant]
@@ -246,7 +250,16 @@ class RunLoop:
         self._applied = [answer.tool_call_id for answer in answers]
         self.messages += self._answers
 
+    async def _keep_streamed(self) -> None:
+        """A stopped run keeps what its user saw: the text and reasoning its unfinished step
+        streamed are committed (calls that never finished are left out)."""
+        turn, self._turn = self._turn, None
+        streamed = turn.message(self.message_id) if turn is not None else None
+        if streamed is not None:
+            await self._commit([streamed])
+
     async def _commit(self, step_messages: list[StoredMessage], pending: list[PendingCallSpec] | None = None) -> None:
+        self._turn = None  # the step's content is committed now
         self.messages += step_messages
         if self.recorder is None:
             return
