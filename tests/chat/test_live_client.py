@@ -111,7 +111,7 @@ def test_a_failed_run_errors_and_resume_answers_410(live_client: ChatClient, hel
     session_id, answer = chat(
         live_client, helix_server, token, [{"kind": "send", "text": "Hi"}, {"kind": "resume"}], agent="broken"
     )
-    assert answer["status"] == "error"
+    assert answer["status"] == "error", answer
     assert answer["errors"][0] == "the model is down"
     assert "STREAM_FAILED" in answer["errors"][-1]
     assert Run.objects.get(session_id=session_id).error_code == "provider_overloaded"

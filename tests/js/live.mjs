@@ -9,7 +9,12 @@
 //   "refresh" is what a page reload does: load the snapshot, build a new chat from it, resume.
 //   "second-tab-sends": while the first tab's answer streams, a second tab opens the page (its
 //   snapshot) and sends a message of its own through the helpers.
-// answer:  {messages, status, error, errors, data, snapshots, secondTab?}
+//          {kind: "resend-last-post", expectStatus, expectCode}: the last POST again, as a
+//          retry or a second tab sends it; anything but the expected refusal is an error.
+//          {kind: "check"}: once the page is idle, record what it shows beside the snapshot.
+//   Any action may name an `agent` for the messages it sends; send-and-stop with `mayMiss`
+//   accepts a stop that came after the answer ended.
+// answer:  {messages, status, error, errors, data, snapshots, secondTab?, checks}
 import * as readline from "node:readline";
 import * as v6 from "ai-v6";
 import * as v6strict from "ai-v6-strict";
@@ -41,10 +46,19 @@ async function run(request) {
   let onToolCall;
   let refreshed = false;
   let secondTab;
+  let chatOptions;
+  let lastPost;
+  const checks = [];
+  const recordingFetch = (url, init) => {
+    if (init?.method === "POST") lastPost = { url: String(url), init: { ...init } };
+    return fetch(url, init);
+  };
 
   function makeChat(messages, resumeFromSequence, snapshot) {
     const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence, snapshot };
+    chatOptions = options;
     const transport = new ai.DefaultChatTransport({
+      fetch: recordingFetch,
       prepareSendMessagesRequest: helix.prepareHelixChatRequest(options),
       prepareReconnectToStreamRequest: helix.prepareHelixReconnectRequest(options),
     });
@@ -72,6 +86,7 @@ async function run(request) {
 
   makeChat(request.messages ?? [], undefined);
   for (const action of request.actions) {
+    chatOptions.agent = action.agent ?? request.agent;
     if (action.kind === "send") {
       await chat.sendMessage({ text: action.text });
     } else if (action.kind === "send-and-stop" || action.kind === "send-and-drop") {
@@ -84,7 +99,7 @@ async function run(request) {
       }
       if (action.kind === "send-and-stop") {
         const response = await fetch(`${base}/${request.sessionId}/stop`, { method: "POST", headers });
-        if (response.status !== 202) errors.push(`stop answered ${response.status}`);
+        if (response.status !== 202 && !(action.mayMiss && response.status === 200)) errors.push(`stop answered ${response.status}`);
       } else {
         await chat.stop();  // the browser drops the connection: a disconnect, not a cancel
       }
@@ -99,7 +114,7 @@ async function run(request) {
       }
       if (snapshot?.status !== "active") throw new Error("the first tab's answer never started");
       const options = {
-        baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers,
+        baseUrl: base, sessionId: request.sessionId, agent: chatOptions.agent, headers,
         resumeFromSequence: snapshot.streamSequence, existingMessageId: snapshot.existingMessageId,
       };
       const transport = new ai.DefaultChatTransport({
@@ -115,6 +130,20 @@ async function run(request) {
       const tab = new SecondTab();
       await Promise.all([sending, tab.sendMessage({ text: action.secondText })]);
       secondTab = { messages: tabState.messages, status: tabState.status };
+    } else if (action.kind === "resend-last-post") {
+      const response = await fetch(lastPost.url, lastPost.init);
+      const body = await response.json().catch(() => ({}));
+      if (response.status !== action.expectStatus || body.code !== action.expectCode) {
+        errors.push(`sent again, the last POST answered ${response.status} ${JSON.stringify(body)}`);
+      }
+    } else if (action.kind === "check") {
+      for (const deadline = Date.now() + 30000; Date.now() < deadline; await sleep(50)) {
+        await onResync.settled();
+        await onToolCall?.settled();
+        if (state.status !== "streaming" && state.status !== "submitted") break;
+      }
+      const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+      checks.push({ messages: structuredClone(state.messages), snapshot });
     } else if (action.kind === "resume") {
       await chat.resumeStream();
     } else if (action.kind === "refresh") {
@@ -151,7 +180,7 @@ async function run(request) {
     await onToolCall?.settled();
   }
   return { messages: state.messages, status: state.status, error: state.error ? String(state.error.message ?? state.error) : null,
-           errors, data, snapshots, secondTab };
+           errors, data, snapshots, secondTab, checks };
 }
 
 const lines = readline.createInterface({ input: process.stdin });
