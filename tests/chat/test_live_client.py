@@ -168,3 +168,31 @@ def test_a_refresh_mid_answer_without_content_replay_keeps_one_message(
     stored = snapshot(replay_off_server, session_id, token)
     assert stored["status"] == "ended"
     assert content_view(answer["messages"][-1]) == content_view(stored["messages"][-1])
+
+
+@pytest.mark.parametrize(("policy", "first_run"), [("interrupt", "interrupted"), ("enqueue", "completed")])
+def test_two_tabs_sending_at_once_under_the_waiting_policies(
+    live_client: ChatClient, celery_worker: dict[str, str], redis_url: str, token: str, policy: str, first_run: str
+) -> None:
+    """``interrupt`` stops the answer in flight for the second tab's message; ``enqueue`` answers
+    the second tab's message once the first answer ends. Either way both tabs finish cleanly."""
+    from tests.conftest import server_env
+    from tests.live import daphne
+
+    with daphne(server_env(celery_worker, redis_url, HELIX_DOUBLE_TEXTING=policy)) as port:
+        server = f"http://127.0.0.1:{port}"
+        session_id, answer = chat(
+            live_client,
+            server,
+            token,
+            [{"kind": "second-tab-sends", "text": "How do streams resume?", "secondText": "Hello?", "afterMs": 30}],
+            agent="research",
+        )
+        stored = snapshot(server, session_id, token)
+    assert answer["errors"] == [] and answer["error"] is None, answer
+    runs = list(Run.objects.filter(session_id=session_id).order_by("created_at").values_list("status", flat=True))
+    assert runs == [first_run, "completed"]
+    second = last_reply(answer["secondTab"]["messages"])
+    assert [m["role"] for m in stored["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert content_view(second) == content_view(stored["messages"][-1])
+    assert stored["messages"][2]["parts"][0]["text"] == "Hello?"
