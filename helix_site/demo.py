@@ -18,8 +18,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from rest_framework.request import Request
 
-from chat.http.handler import HandlerResponse
 from chat.http.pipeline import HelixAPIView
+from chat.http.responses import HandlerResponse
 from chat.http.views import to_django
 from chat.state.db import db
 from helix_site.stream_demo import start_demo_stream

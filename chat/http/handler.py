@@ -1,31 +1,32 @@
 """The frontend handler: chat requests in, UI message streams and JSON out, with no Django in it.
 
 ``create_frontend_handler(...)`` returns a :class:`FrontendHandler` whose methods take plain
-values (a session id, a parsed body, a header mapping) and return a :class:`HandlerResponse`:
-a status, headers and a body that is a string or an async iterator of bytes. ``chat.http.views``
-adapts it to Django. Ownership is the caller's business: the views check it before calling.
+values (a session id, a parsed body, a header mapping) and return a
+:class:`~chat.http.responses.HandlerResponse`: a status, headers and a body that is a string or an
+async iterator of bytes. ``chat.http.views`` adapts it to Django. Ownership is the caller's
+business: the views check it before calling.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
 
-from chat.ai_sdk.events import UIMessageChunk
 from chat.ai_sdk.loading import load_reply_page
 from chat.ai_sdk.messages import IdGenerator
 from chat.ai_sdk.resume import resume_run_stream
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
-from chat.ai_sdk.sse import create_sse_headers, create_sse_stream, ui_message_stream
+from chat.ai_sdk.sse import create_sse_headers, ui_message_stream
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
-from chat.exceptions import DecisionRejectedError, MethodNotAllowedError, OverrideNotAllowedError
+from chat.exceptions import MethodNotAllowedError, OverrideNotAllowedError
+from chat.http.continuations import continued_run
 from chat.http.double_texting import DoubleTexting, existing_message_id
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
+from chat.http.responses import HandlerResponse, error_response, opened
 from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.approvals import ToolAnswer
 from streams.backends.base import StreamManager
@@ -35,56 +36,7 @@ from streams.sse import extract_resume_position, with_keep_alive
 from workers.exceptions import RunConflictError
 from workers.executors import Executor
 
-__all__ = [
-    "FrontendHandler",
-    "HandlerResponse",
-    "build_sse_response",
-    "create_frontend_handler",
-    "error_response",
-]
-
-STREAM_OPEN = b": stream-open\n\n"
-
-
-@dataclass
-class HandlerResponse:
-    """A framework-agnostic response."""
-
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: AsyncIterator[bytes] | str | None = None
-
-    @property
-    def is_stream(self) -> bool:
-        return self.body is not None and not isinstance(self.body, str)
-
-
-def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> HandlerResponse:
-    body = msgspec.json.encode(data).decode()
-    return HandlerResponse(status, {"content-type": "application/json", **(headers or {})}, body)
-
-
-def error_response(error: HelixError) -> HandlerResponse:
-    """``{"error", "code"}`` with the error's status."""
-    return json_response(error.as_dict(), error.status_code)
-
-
-def build_sse_response(
-    events: AsyncIterable[UIMessageChunk | tuple[UIMessageChunk, int | None]],
-    headers: Mapping[str, str] | None = None,
-    status: int = 200,
-) -> HandlerResponse:
-    """A UI message stream response of ``events`` (framed by :func:`create_sse_stream`), with the
-    stream headers and ``headers`` added; ``chat.http.views.to_django`` makes it a Django response."""
-    return HandlerResponse(status, create_sse_headers(headers), create_sse_stream(events))
-
-
-async def _opened(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Send a comment at once: the server only sends the headers with the first body bytes."""
-    yield STREAM_OPEN
-    async for part in body:
-        yield part
-
+__all__ = ["FrontendHandler", "create_frontend_handler"]
 
 #: Records a continuation's answers to a paused run's calls; returns the tool call ids answered.
 Decide = Callable[[str, list[ToolAnswer], "int | None"], Awaitable[list[str]]]
@@ -125,7 +77,7 @@ class FrontendHandler:
         self.double_texting = double_texting or DoubleTexting("reattach")
 
     def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
-        return HandlerResponse(200, create_sse_headers(headers), with_keep_alive(_opened(body), self.keep_alive))
+        return HandlerResponse(200, create_sse_headers(headers), with_keep_alive(opened(body), self.keep_alive))
 
     # -- the seeds' single entry point ----------------------------------------------------------
 
@@ -186,7 +138,7 @@ class FrontendHandler:
             if request.overrides and not trusted:
                 raise OverrideNotAllowedError(request.overrides[0])
             if request.continuation_of is not None:
-                run = await self._continued_run(session_id, request)
+                run = await continued_run(self.store, session_id, request)
                 if run is not None:
                     return await self._resume_paused(session_id, run, request, owner_id)
             handle = await self._execute_once_free(session_id, request, owner_id, headers or {})
@@ -202,35 +154,6 @@ class FrontendHandler:
             return error_response(StreamFailedError(handle.session_id, "the run failed to start"))
         transformer = StreamTransformer(message_id=handle.message_id, **self.transformer_options)
         return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": handle.session_id})
-
-    async def _continued_run(self, session_id: str, request: ChatInput) -> RunInfo | None:
-        """Check a continuation against what the server stored; the paused run it answers, if any.
-
-        The message continued must be the session's latest answer, and every tool call it speaks
-        of one the server made. Only the answers to pending calls are read from it: a decision
-        the client still shows as unapplied (or a client tool's result) for a call that is no
-        longer pending is a decision sent again, refused with nothing changed.
-        """
-        run = await self.store.get_current_run(session_id)
-        if run is None or run.message_id != request.continuation_of:
-            raise ValidationError(
-                f"messages: the assistant message {request.continuation_of!r} is not this session's latest answer"
-            )
-        decisions = await self.store.get_tool_decisions(session_id)
-        if request.answers:
-            stored = (await self.store.get_messages(session_id)).messages
-            ours = [m for m in stored if m.role == "assistant" and m.id == run.message_id]
-            made = {call.id for m in ours for call in m.tool_calls} | set(decisions)
-            forged = [a.tool_call_id for a in request.answers if a.tool_call_id not in made]
-            if forged:
-                raise ValidationError(f"messages: tool call {forged[0]!r} is not one this session's assistant made")
-        if run.status == "paused":
-            return run
-        for answer in request.answers:
-            decision = decisions.get(answer.tool_call_id)
-            if decision is not None and (answer.state == "approval-responded" or decision.kind == "client_tool"):
-                raise DecisionRejectedError(f"Tool call {answer.tool_call_id} was answered already")
-        return None
 
     async def _resume_paused(
         self, session_id: str, run: RunInfo, request: ChatInput, owner_id: int | None

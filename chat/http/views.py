@@ -23,8 +23,8 @@ from rest_framework.request import Request
 
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
 from chat.http.access import caller_of, session_access
-from chat.http.handler import HandlerResponse
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
+from chat.http.responses import HandlerResponse
 from chat.models import ChatSession
 from chat.services import get_handler
 from chat.session_ids import body_session_id, new_session_id

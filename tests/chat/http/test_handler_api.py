@@ -15,7 +15,8 @@ import pytest
 from chat.ai_sdk.events import StartChunk, TextDeltaChunk
 from chat.ai_sdk.sse import AI_SDK_UI_HEADER, AI_SDK_UI_HEADER_VALUE, create_sse_headers, is_ai_sdk_request
 from chat.exceptions import CheckpointNotFoundError
-from chat.http.handler import FrontendHandler, HandlerResponse, build_sse_response, create_frontend_handler
+from chat.http.handler import FrontendHandler, create_frontend_handler
+from chat.http.responses import HandlerResponse, build_sse_response
 from chat.models import ChatSession, Checkpoint, Message, Run
 from chat.state.approvals import decide
 from chat.state.store import DjangoStateStore
