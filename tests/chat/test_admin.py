@@ -99,3 +99,14 @@ def test_the_timeline_strikes_out_a_discarded_step(admin_client: Client) -> None
     assert len(struck) == 1 and "voided words" in struck[0]
     assert "kept words" in page
     assert admin_client.get(reverse("admin:helix_chat_pendingcall_changelist")).status_code == 200
+
+
+def test_a_tool_message_says_whether_it_is_a_result_an_error_or_a_denial() -> None:
+    from chat.admin import render_message
+    from chat.models import Message
+
+    def label(metadata: dict[str, object]) -> str:
+        message = Message(role=Message.Role.TOOL, tool_call_id="c1", content="…", metadata=metadata)
+        return str(render_message(message)).split(" of ")[0].removeprefix("<div>")
+
+    assert [label({}), label({"error": "boom"}), label({"denied": True})] == ["result", "error", "denied"]
