@@ -21,7 +21,42 @@ from chat.state.approvals import ToolAnswer
 from streams.exceptions import ValidationError
 from streams.messages import StoredMessage
 
-__all__ = ["ChatInput", "Limits", "ToolAnswer", "parse_chat_body", "tool_answers"]
+__all__ = ["MAX_DEPTH", "ChatInput", "Limits", "ToolAnswer", "decode_json_body", "parse_chat_body", "tool_answers"]
+
+
+#: How deep a request body may nest objects and lists (a state deeper than this cannot be stored).
+MAX_DEPTH = 32
+
+
+def decode_json_body(raw: bytes) -> Any:
+    """The JSON value of a request body, or a ``ValidationError`` saying what is wrong with it:
+    not JSON, a non-finite or out-of-range number, an unpaired UTF-16 surrogate, or nesting
+    deeper than :data:`MAX_DEPTH`. Nothing that fails here can reach a store."""
+    try:
+        value = msgspec.json.decode(raw or b"null")
+    except RecursionError:
+        raise ValidationError(f"The body nests deeper than {MAX_DEPTH} levels") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValidationError(
+            f"The body is not valid JSON ({exc}); NaN, Infinity, numbers beyond a double and unpaired "
+            "surrogates (\\ud800) are refused"
+        ) from None
+    _check_depth(value)
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    level, depth = [value], 0
+    while level:
+        depth += any(isinstance(node, (dict, list)) for node in level)
+        if depth > MAX_DEPTH:
+            raise ValidationError(f"The body nests deeper than {MAX_DEPTH} levels")
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node if isinstance(node, list) else ())
+            if isinstance(child, (dict, list))
+        ]
 
 
 @dataclass(frozen=True)

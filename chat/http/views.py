@@ -11,7 +11,6 @@ a client that disconnects closes its reader, not the run.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -23,6 +22,7 @@ from rest_framework.request import Request
 
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
 from chat.http.access import caller_of, session_access
+from chat.http.parsing import decode_json_body
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
 from chat.http.responses import HandlerResponse
 from chat.models import ChatSession
@@ -71,10 +71,7 @@ def _json_body(request: Request) -> Any:
         raise PayloadTooLargeError(f"The body is larger than {limit} bytes") from None
     if len(raw) > limit:
         raise PayloadTooLargeError(f"The body is larger than {limit} bytes")
-    try:
-        return json.loads(raw or b"null")
-    except ValueError as exc:
-        raise ValidationError(f"The body is not valid JSON: {exc}") from None
+    return decode_json_body(raw)
 
 
 class _ResumeMixin(HelixAPIView):
@@ -151,8 +148,8 @@ def _int_param(request: Request, name: str, default: int) -> int:
     raw = request.GET.get(name)
     if raw is None:
         return default
-    if not raw.isdigit():
-        raise ValidationError(f"{name} must be a non-negative integer")
+    if not raw.isdigit() or len(raw) > 9:
+        raise ValidationError(f"{name} must be an integer from 0 to 999999999")
     return int(raw)
 
 

@@ -96,6 +96,11 @@ async def test_authentication_csrf_and_tokens() -> None:
         (json.dumps({"messages": []}).encode(), 400, "VALIDATION_ERROR"),
         (json.dumps({"message": "hi", "agent": "no-such-agent"}).encode(), 400, "UNKNOWN_AGENT"),
         (json.dumps({"message": "x" * 2_000_000}).encode(), 413, "PAYLOAD_TOO_LARGE"),
+        (b"[" * 10_000 + b"]" * 10_000, 400, "VALIDATION_ERROR"),  # nested 10,000 deep
+        (b'{"message": "hi", "state": ' + b'{"a": ' * 40 + b"1" + b"}" * 41, 400, "VALIDATION_ERROR"),
+        (b'{"message": "hi \\ud800"}', 400, "VALIDATION_ERROR"),  # an unpaired surrogate
+        (b'{"message": "hi", "state": {"n": NaN}}', 400, "VALIDATION_ERROR"),
+        (b'{"message": "hi", "state": {"n": 1e400}}', 400, "VALIDATION_ERROR"),
     ],
 )
 async def test_bad_input_gets_typed_errors_and_changes_nothing(body: bytes, status: int, code: str) -> None:
@@ -104,6 +109,15 @@ async def test_bad_input_gets_typed_errors_and_changes_nothing(body: bytes, stat
     response = await alice.post(f"/api/chat/{session_id}", body, content_type="application/json")
     assert (response.status_code, response.json()["code"]) == (status, code)
     assert not await ChatSession.objects.filter(pk=session_id).aexists()
+
+
+async def test_out_of_range_paging_is_a_typed_400() -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    await read_events(await post(alice, session_id, ui_body("Hello", session_id)))
+    for query in ({"offset": str(10**23)}, {"limit": "-1"}, {"offset": "1e3"}):
+        response = await alice.get(f"/api/chat/{session_id}/messages", query)
+        assert (response.status_code, response.json()["code"]) == (400, "VALIDATION_ERROR"), query
 
 
 async def test_bad_resume_headers_and_malformed_ids() -> None:
