@@ -30,7 +30,14 @@ from chat.http.responses import HandlerResponse, error_response, opened
 from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.approvals import ToolAnswer
 from streams.backends.base import StreamManager
-from streams.exceptions import ConfigurationError, ExecutionError, HelixError, StreamFailedError, ValidationError
+from streams.exceptions import (
+    ConfigurationError,
+    ExecutionError,
+    HelixError,
+    ResumePositionError,
+    StreamFailedError,
+    ValidationError,
+)
 from streams.messages import StoredMessage
 from streams.sse import extract_resume_position, with_keep_alive
 from workers.exceptions import RunConflictError
@@ -217,17 +224,26 @@ class FrontendHandler:
     # -- GET: resume the current run -------------------------------------------------------------
 
     async def handle_resume(self, session_id: str, headers: Mapping[str, Any] | Any) -> HandlerResponse:
-        """Stream the session's current run from the client's position: 200 while it is active
-        or paused, 204 when it ended (or there is nothing), 410 when it failed."""
+        """Stream the session's current run from the client's position: 200 with what the client
+        lacks (the rest of the run, and its end when it ended), 204 when it has everything (or
+        there is nothing), 410 when the run failed, and a typed 400 for a position past the end
+        of the stream, which this server never sent."""
         try:
             position = extract_resume_position(headers)
+            info = await self.streams.get_stream_info(session_id)
+            if info is None:
+                return HandlerResponse(204)
+            if position is not None and position > info.latest_sequence:
+                raise ResumePositionError(
+                    f"The resume position {position} is past the end of the stream ({info.latest_sequence}): "
+                    "reload the snapshot"
+                )
         except HelixError as exc:
             return error_response(exc)
-        info = await self.streams.get_stream_info(session_id)
-        if info is None or info.status == "ended":
-            return HandlerResponse(204)
         if info.status == "failed":
             return error_response(StreamFailedError(session_id, info.error))
+        if info.status == "ended" and (position is None or position == info.latest_sequence):
+            return HandlerResponse(204)  # the client has it all (or asks for no position after the end)
         run = await self.store.get_current_run(session_id)
         if run is None:
             return HandlerResponse(204)
