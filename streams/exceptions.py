@@ -48,6 +48,8 @@ class HelixError(Exception):
     code: str = "EXECUTION_ERROR"
     status_code: int = 500
     retryable: bool = False
+    #: Seconds after which a retry may succeed (sent as ``Retry-After``); ``None``: do not retry as is.
+    retry_after: int | None = None
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.__class__.__doc__ or self.code
@@ -184,3 +186,4 @@ class StreamUnavailableError(StreamError):
     code = "STREAM_UNAVAILABLE"
     status_code = 503
     retryable = True
+    retry_after = 2

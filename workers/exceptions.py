@@ -27,6 +27,7 @@ from enum import StrEnum
 from streams.exceptions import HelixError, StreamError, StreamSupersededError
 
 __all__ = [
+    "ExecutorUnavailableError",
     "LLMError",
     "RunConflictError",
     "RunError",
@@ -75,6 +76,10 @@ class RunErrorCode(StrEnum):
     TIME_LIMIT_EXCEEDED = "time_limit_exceeded"
     # The run's worker went silent ``HELIX["MAX_ATTEMPTS"]`` times: the reaper failed it.
     WORKER_LOST = "worker_lost"
+    # The run could not be handed to a worker: the broker was unreachable when it was sent.
+    ENQUEUE_FAILED = "enqueue_failed"
+    # No worker picked the run up within ``HELIX["RUN_TIME_LIMIT_SECONDS"]``: the reaper failed it.
+    NOT_STARTED = "not_started"
 
 
 class RunError(HelixError):
@@ -151,3 +156,13 @@ def as_run_error(exc: Exception) -> RunError:
     if isinstance(exc, UnknownAgentError):
         return RunError(exc.message, RunErrorCode.UNKNOWN_AGENT)
     return RunError(f"{type(exc).__name__}: {exc}", RunErrorCode.INTERNAL_ERROR)
+
+
+class ExecutorUnavailableError(HelixError):
+    """The run was recorded but could not be handed to a worker (the broker is unreachable); it
+    was failed, so nothing waits on it. Retry in a moment."""
+
+    code = "EXECUTOR_UNAVAILABLE"
+    status_code = 503
+    retryable = True
+    retry_after = 2

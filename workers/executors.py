@@ -25,7 +25,7 @@ from streams.backends.base import StreamManager
 from streams.exceptions import HelixError, StreamCreationError
 from streams.messages import StoredMessage
 from workers.attempts import execute_run
-from workers.exceptions import RunErrorCode
+from workers.exceptions import ExecutorUnavailableError, RunErrorCode
 from workers.leases import LeaseKeeper, lease_keeper
 from workers.runtime.agents import Agent, get_agent
 from workers.runtime.persistence import RunOutcome, RunRecorder
@@ -139,12 +139,27 @@ class Executor(abc.ABC):
             message_id=message_id,
             owner_id=owner_id,
         )
-        task = await self._dispatch(handle.run_id, resolved)
+        try:
+            task = await self._dispatch(handle.run_id, resolved)
+        except Exception as exc:
+            await self._unsent(handle, exc)
+            raise ExecutorUnavailableError("The run could not be handed to a worker; try again in a moment") from exc
         if task is not None:
             handle._result = task
         else:
             handle._poll = lambda: self._poll(handle.run_id)
         return handle
+
+    async def _unsent(self, handle: RunHandle, exc: Exception) -> None:
+        """A recorded run that never reached a worker is failed, so no session waits behind it."""
+        logger.error("run %s could not be sent to a worker: %s", handle.run_id, exc)
+        message = "The run could not be handed to a worker"
+        failed = RunOutcome("failed", error_code=RunErrorCode.ENQUEUE_FAILED, error_message=message)
+        try:
+            await self.recorder.finish_run(handle.run_id, failed)
+            await self.streams.fail_stream(handle.session_id, message)
+        except Exception:  # the reaper fails it once the stores are back
+            logger.exception("could not record that run %s was never sent", handle.run_id)
 
     async def resume(self, run_id: str, agent: Agent | str) -> None:
         """Continue ``run_id``, paused until its tool calls were answered (they now are)."""

@@ -55,7 +55,7 @@ def _classes(setting: Any, default: Sequence[Any]) -> list[Any]:
 def error_json(error: HelixError, headers: dict[str, str] | None = None) -> JsonResponse:
     """The JSON error response of ``error``: ``{"error", "code"}`` with its status."""
     response = JsonResponse(error.as_dict(), status=error.status_code, headers=headers)
-    if isinstance(error, RateLimitedError):
+    if error.retry_after is not None:
         response["Retry-After"] = str(error.retry_after)
     return response
 

@@ -37,8 +37,9 @@ def json_response(data: Any, status: int = 200, headers: Mapping[str, str] | Non
 
 
 def error_response(error: HelixError) -> HandlerResponse:
-    """``{"error", "code"}`` with the error's status."""
-    return json_response(error.as_dict(), error.status_code)
+    """``{"error", "code"}`` with the error's status (and ``Retry-After`` when a retry may help)."""
+    headers = {"Retry-After": str(error.retry_after)} if error.retry_after is not None else None
+    return json_response(error.as_dict(), error.status_code, headers)
 
 
 def build_sse_response(

@@ -4,8 +4,10 @@ A run's lease expires when its worker stops renewing it (killed, frozen, cut off
 (``helix.reap_runs`` on Celery beat, or ``manage.py reap_runs``) sends such a run to a worker,
 whose attempt claims it and takes over from the last checkpoint. A run that has used up
 ``HELIX["MAX_ATTEMPTS"]`` fails with ``worker_lost``, and so does its stream. A run stopped by
-its user whose worker died before it could say so gets its stream ended. A paused tool call
-left unanswered past its expiry counts as denied, and its run goes on.
+its user whose worker died before it could say so gets its stream ended. A run still queued a few
+leases after it was recorded (its queue message lost) is sent again, and failed ``not_started`` if
+no worker takes it within the run time limit. A paused tool call left unanswered past its expiry
+counts as denied, and its run goes on.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import datetime, timedelta
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from chat.models import ChatSession, PendingCall, Run
@@ -75,11 +77,37 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
     for run in expired.filter(status=Run.Status.INTERRUPTED).only("id", "session_id", "epoch"):
         if _close(run, "interrupted", ""):
             report.closed += 1
+    _reap_never_started(now, report)
     report.expired = _expire_pending_calls(now)
     for key, sent_at in list(_sent.items()):
         if time.monotonic() - sent_at > 10 * lease:
             del _sent[key]
     return report
+
+
+def _reap_never_started(now: datetime, report: ReapReport) -> None:
+    """Queued runs no worker claimed (their queue message was lost, or never sent): sent again,
+    at most once per ten leases; failed ``not_started`` past the run time limit."""
+    from celery import current_app
+
+    lease = float(helix_settings.LEASE_SECONDS)
+    limit = now - timedelta(seconds=float(helix_settings.RUN_TIME_LIMIT_SECONDS))
+    waiting = Run.objects.filter(
+        status=Run.Status.QUEUED, lease_expires_at__isnull=True, created_at__lt=now - timedelta(seconds=3 * lease)
+    )
+    for run in waiting.only("id", "session_id", "epoch", "created_at"):
+        if run.created_at < limit:
+            error = "No worker picked the run up in time"
+            if _close(run, "failed", error, RunErrorCode.NOT_STARTED, Q(status=Run.Status.QUEUED)):
+                report.failed += 1
+            continue
+        key = (str(run.pk), run.epoch)
+        if time.monotonic() - _sent.get(key, -1e9) < 10 * lease:
+            continue
+        _sent[key] = time.monotonic()
+        current_app.send_task(RUN_TASK, args=[str(run.pk)], queue=str(helix_settings.CELERY_QUEUE))
+        report.dispatched += 1
+        logger.warning("run %s is still queued: sent to the workers again", run.pk)
 
 
 def _expire_pending_calls(now: datetime) -> int:
@@ -104,16 +132,24 @@ def _expire_pending_calls(now: datetime) -> int:
     return count
 
 
-def _close(run: Run, status: str, error: str) -> bool:
-    """Record the end of a run whose worker is gone, then fence its stream and close it."""
+def _close(
+    run: Run,
+    status: str,
+    error: str,
+    code: RunErrorCode = RunErrorCode.WORKER_LOST,
+    still: Q | None = None,
+) -> bool:
+    """Record the end of a run whose worker is gone (or never came), if it is ``still`` so, then
+    fence its stream and close it."""
     epoch = run.epoch + 1  # above the dead attempt's: nothing of it can land after this
     with transaction.atomic():
-        updated = Run.objects.filter(pk=run.pk, epoch=run.epoch, lease_expires_at__isnull=False).update(
+        leased = Q(lease_expires_at__isnull=False)  # by default: a run a worker held
+        updated = Run.objects.filter(still or leased, pk=run.pk, epoch=run.epoch).update(
             status=status,
             epoch=epoch,
             lease_expires_at=None,
             finished_at=timezone.now(),
-            error_code=RunErrorCode.WORKER_LOST if status == "failed" else F("error_code"),
+            error_code=code if status == "failed" else F("error_code"),
             error_message=error or F("error_message"),
         )
         if not updated:
@@ -129,7 +165,8 @@ def _close(run: Run, status: str, error: str) -> bool:
             await streams.fence(session_id, epoch)
             writer = RunWriter(await streams.create_writer(session_id, str(run.pk), epoch=epoch))
             if status == "failed":
-                await writer.emit(ErrorChunk, error=error, code=RunErrorCode.WORKER_LOST, recoverable=False, step=0)
+                recoverable = code != RunErrorCode.WORKER_LOST  # sending it again may well work
+                await writer.emit(ErrorChunk, error=error, code=code, recoverable=recoverable, step=0)
                 await streams.fail_stream(session_id, error, epoch=epoch)
             else:
                 await writer.emit(RunInterrupted, run_id=str(run.pk), step=0, reason="user_stop")

@@ -62,3 +62,53 @@ def test_a_stopped_run_whose_worker_died_gets_its_stream_ended() -> None:
     chunks = [c for c, _ in async_to_sync(get_stream_manager().get_all_chunks)(session_id)]
     assert isinstance(chunks[-1], RunInterrupted)
     assert Run.objects.get(pk=run_id).lease_expires_at is None
+
+
+class SentTasks(list[tuple[str, list[str]]]):
+    """Stands in for ``current_app.send_task``: records what the reaper sends."""
+
+    def __call__(self, name: str, args: list[str], **options: object) -> None:
+        self.append((name, args))
+
+
+def queued_run(age: timedelta) -> tuple[str, str]:
+    """A run recorded ``age`` ago that no worker ever claimed (its queue message was lost)."""
+    session_id = str(uuid.uuid4())
+
+    async def build() -> str:
+        store = DjangoStateStore()
+        run_id = await store.start_run(
+            session_id, "chat", user_message=StoredMessage(role="user", content="Hi"), start_sequence=0, message_id="m"
+        )
+        await get_stream_manager().create_writer(session_id, run_id, "chat")
+        return run_id
+
+    run_id = async_to_sync(build)()
+    Run.objects.filter(pk=run_id).update(created_at=timezone.now() - age)
+    return session_id, run_id
+
+
+def test_a_run_whose_queue_message_was_lost_is_sent_again_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import current_app
+
+    sent = SentTasks()
+    monkeypatch.setattr(current_app, "send_task", sent)
+    _, fresh = queued_run(timedelta(seconds=1))  # just queued: a worker will take it
+    _, run_id = queued_run(timedelta(minutes=1))
+    assert reap_expired_runs().dispatched == 1
+    assert sent == [("helix.run_agent", [run_id])]
+    assert reap_expired_runs().dispatched == 0  # not again right away
+    assert Run.objects.get(pk=fresh).status == "queued"
+
+
+def test_a_run_no_worker_took_within_the_time_limit_fails_and_frees_its_session() -> None:
+    session_id, run_id = queued_run(timedelta(hours=2))  # past RUN_TIME_LIMIT_SECONDS
+    assert reap_expired_runs().failed == 1
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.error_code) == ("failed", "not_started")
+    chunks = [c for c, _ in async_to_sync(get_stream_manager().get_all_chunks)(session_id)]
+    assert isinstance(chunks[-1], ErrorChunk) and (chunks[-1].code, chunks[-1].recoverable) == ("not_started", True)
+    # the session takes a new message
+    async_to_sync(DjangoStateStore().start_run)(
+        session_id, "chat", user_message=StoredMessage(role="user", content="Again"), start_sequence=2, message_id="m2"
+    )
