@@ -55,7 +55,6 @@ class ReapReport:
 
 def reap_expired_runs(now: datetime | None = None) -> ReapReport:
     """One pass over the runs whose lease expired."""
-    from celery import current_app
 
     now = now or timezone.now()
     report = ReapReport()
@@ -67,13 +66,9 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
             if _close(run, "failed", f"The run's worker was lost {run.attempt} times"):
                 report.failed += 1
             continue
-        key = (str(run.pk), run.epoch)
-        if time.monotonic() - _sent.get(key, -1e9) < 3 * lease:
-            continue
-        _sent[key] = time.monotonic()
-        current_app.send_task(RUN_TASK, args=[str(run.pk)], queue=str(helix_settings.CELERY_QUEUE))
-        report.dispatched += 1
-        logger.warning("run %s (attempt %d) lost its worker: sent to another", run.pk, run.attempt)
+        if _send_again(run, every=3 * lease):
+            report.dispatched += 1
+            logger.warning("run %s (attempt %d) lost its worker: sent to another", run.pk, run.attempt)
     for run in expired.filter(status=Run.Status.INTERRUPTED).only("id", "session_id", "epoch"):
         if _close(run, "interrupted", ""):
             report.closed += 1
@@ -85,11 +80,22 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
     return report
 
 
+def _send_again(run: Run, *, every: float) -> bool:
+    """Send ``run`` to the workers, unless it was sent for the same epoch less than ``every``
+    seconds ago; whether it was sent."""
+    from celery import current_app
+
+    key = (str(run.pk), run.epoch)
+    if time.monotonic() - _sent.get(key, -1e9) < every:
+        return False
+    _sent[key] = time.monotonic()
+    current_app.send_task(RUN_TASK, args=[str(run.pk)], queue=str(helix_settings.CELERY_QUEUE))
+    return True
+
+
 def _reap_never_started(now: datetime, report: ReapReport) -> None:
     """Queued runs no worker claimed (their queue message was lost, or never sent): sent again,
     at most once per ten leases; failed ``not_started`` past the run time limit."""
-    from celery import current_app
-
     lease = float(helix_settings.LEASE_SECONDS)
     limit = now - timedelta(seconds=float(helix_settings.RUN_TIME_LIMIT_SECONDS))
     waiting = Run.objects.filter(
@@ -101,13 +107,9 @@ def _reap_never_started(now: datetime, report: ReapReport) -> None:
             if _close(run, "failed", error, RunErrorCode.NOT_STARTED, Q(status=Run.Status.QUEUED)):
                 report.failed += 1
             continue
-        key = (str(run.pk), run.epoch)
-        if time.monotonic() - _sent.get(key, -1e9) < 10 * lease:
-            continue
-        _sent[key] = time.monotonic()
-        current_app.send_task(RUN_TASK, args=[str(run.pk)], queue=str(helix_settings.CELERY_QUEUE))
-        report.dispatched += 1
-        logger.warning("run %s is still queued: sent to the workers again", run.pk)
+        if _send_again(run, every=10 * lease):
+            report.dispatched += 1
+            logger.warning("run %s is still queued: sent to the workers again", run.pk)
 
 
 def _expire_pending_calls(now: datetime) -> int:
