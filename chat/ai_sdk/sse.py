@@ -9,11 +9,13 @@ pieces a site needs to answer with a UI message stream of its own: :func:`create
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from chat.ai_sdk.events import FinishReason, UIMessageChunk
+from chat.ai_sdk.events import ErrorChunk, FinishReason, UIMessageChunk
 from chat.ai_sdk.transformer import StreamTransformer
+from streams.exceptions import HelixError
 from streams.protocol import Chunk
 from streams.sse import DONE, UI_MESSAGE_STREAM_HEADERS, encode_event
 
@@ -22,6 +24,7 @@ __all__ = [
     "AI_SDK_UI_HEADER_VALUE",
     "create_sse_headers",
     "create_sse_stream",
+    "ending_cleanly",
     "is_ai_sdk_request",
     "ui_message_stream",
 ]
@@ -84,6 +87,27 @@ async def ui_message_stream(
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:  # a client that left: close the reader behind the chunks
+            await aclose()
+
+
+async def ending_cleanly(body: AsyncIterable[bytes], logger: logging.Logger) -> AsyncIterator[bytes]:
+    """Pass an SSE body through; if reading it fails — the store, the database, a deleted
+    session, a bug — end it with an ``error`` event (the chat's ``onError`` gets the code and the
+    message) and ``data: [DONE]`` instead of letting the exception reach the server."""
+    try:
+        async for part in body:
+            yield part
+    except Exception as exc:
+        if isinstance(exc, HelixError):
+            logger.warning("a stream broke off: %s", exc)
+            text = f"{exc.code}: {exc.message}"
+        else:
+            logger.exception("a stream broke off")
+            text = "EXECUTION_ERROR: the stream broke off; reload to see the answer so far"
+        yield encode_event(ErrorChunk(error_text=text)) + DONE
+    finally:
+        aclose = getattr(body, "aclose", None)
+        if aclose is not None:
             await aclose()
 
 

@@ -36,6 +36,7 @@ from django.utils.module_loading import import_string
 
 from chat.http.flow_control import flow_controlled
 from streams.conf import helix_settings
+from streams.exceptions import ExecutionError
 
 __all__ = ["StreamRouter"]
 
@@ -86,8 +87,11 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
     body = getattr(response, "helix_body", None) or response.streaming_content  # type: ignore[attr-defined]
 
     async def pump() -> None:
-        async for part in body:
-            await send({"type": "http.response.body", "body": part, "more_body": True})
+        try:
+            async for part in body:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+        except Exception:  # Helix bodies end themselves with an error event; anything else is a bug
+            logger.exception("a streamed response broke off")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def disconnected() -> None:
@@ -135,5 +139,5 @@ class StreamRouter:
             response = await match.func(request, *match.args, **match.kwargs)
         except Exception:  # the view renders every error it knows; this is a bug, not the client's
             logger.exception("resume of %s failed", scope.get("path"))
-            response = JsonResponse({"error": "Internal server error", "code": "INTERNAL_ERROR"}, status=500)
+            response = JsonResponse(ExecutionError("The stream could not be resumed").as_dict(), status=500)
         await _send_response(response, receive, send)

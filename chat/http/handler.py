@@ -19,7 +19,7 @@ from chat.ai_sdk.loading import load_reply_page
 from chat.ai_sdk.messages import IdGenerator
 from chat.ai_sdk.resume import resume_run_stream
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
-from chat.ai_sdk.sse import create_sse_headers, ui_message_stream
+from chat.ai_sdk.sse import create_sse_headers, ending_cleanly, ui_message_stream
 from chat.ai_sdk.state import RunInfo, StateStore
 from chat.ai_sdk.transformer import StreamTransformer
 from chat.exceptions import MethodNotAllowedError, OverrideNotAllowedError
@@ -84,7 +84,8 @@ class FrontendHandler:
         self.double_texting = double_texting or DoubleTexting("reattach")
 
     def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
-        return HandlerResponse(200, create_sse_headers(headers), with_keep_alive(opened(body), self.keep_alive))
+        guarded = ending_cleanly(body, self.logger)
+        return HandlerResponse(200, create_sse_headers(headers), with_keep_alive(opened(guarded), self.keep_alive))
 
     # -- the seeds' single entry point ----------------------------------------------------------
 

@@ -10,6 +10,7 @@ the store's ``retry_timeout``. Readers are made by ``StreamManager.create_resuma
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Protocol
@@ -20,6 +21,11 @@ from streams.exceptions import SequenceExpiredError, StreamNotFoundError, Stream
 from streams.protocol import Chunk, StoredChunk
 
 __all__ = ["PageStore", "ResumableStreamReader", "StreamReader", "Subscription"]
+
+
+#: How long a caught-up reader trusts silence: after this long without a notification it reads the
+#: store again, so a stream that ended, failed or vanished closes even if every notification is lost.
+RECHECK_SECONDS = 1.5
 
 
 class Subscription(abc.ABC):
@@ -173,11 +179,21 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                     self._need_read = True
                 continue
             assert self._subscription is not None
-            pushed = await self._subscription.wait()
+            pushed = await self._notified(self._subscription)
             if pushed is None or not self._accept(pushed):
                 self._need_read = True
             elif self._buffer:
                 return
+
+    @staticmethod
+    async def _notified(subscription: Subscription) -> list[StoredChunk] | None:
+        """The next notification, or ``None`` (read the store) when none came for
+        :data:`RECHECK_SECONDS`: a lost notification delays a reader, it never strands it."""
+        try:
+            async with asyncio.timeout(RECHECK_SECONDS):
+                return await subscription.wait()
+        except TimeoutError:
+            return None
 
     async def _read(self) -> ReadPage | None:
         """Read the next page, retrying an unreachable backend with backoff for a while."""
