@@ -203,3 +203,12 @@ class StreamManager(abc.ABC):
     @abc.abstractmethod
     def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
         """Register ``reader`` for change notifications of its stream."""
+
+    async def _positions(self, stream_ids: list[str]) -> dict[str, tuple[str, int] | None]:
+        """Each stream's status and latest sequence (``None``: gone), to check readers that heard
+        nothing for a while; a store that can should read them in one round trip."""
+        infos = [await self.get_stream_info(stream_id) for stream_id in stream_ids]
+        return {
+            stream_id: (info.status, info.latest_sequence) if info is not None else None
+            for stream_id, info in zip(stream_ids, infos, strict=True)
+        }

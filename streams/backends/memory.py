@@ -73,6 +73,9 @@ class _MemorySubscription(Subscription):
         self._event.clear()
         return None
 
+    def nudge(self) -> None:
+        self._event.set()
+
     def close(self) -> None:
         with self._manager._lock:
             stream = self._manager._streams.get(self._stream_id)

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import logging
+import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Protocol
@@ -23,9 +26,12 @@ from streams.protocol import Chunk, StoredChunk
 __all__ = ["PageStore", "ResumableStreamReader", "StreamReader", "Subscription"]
 
 
+logger = logging.getLogger(__name__)
+
 #: How long a caught-up reader trusts silence: after this long without a notification it reads the
 #: store again, so a stream that ended, failed or vanished closes even if every notification is lost.
-RECHECK_SECONDS = 1.5
+RECHECK_SECONDS = 1.0
+_CHECK_BATCH = 64  # idle readers checked in one round trip
 
 
 class Subscription(abc.ABC):
@@ -47,6 +53,65 @@ class Subscription(abc.ABC):
     def close(self) -> None:
         """Stop notifications."""
 
+    @abc.abstractmethod
+    def nudge(self) -> None:
+        """Wake a pending :meth:`wait` with ``None`` (read the store again)."""
+
+
+class _Watchdog:
+    """Checks, for the caught-up readers of one event loop, those that heard nothing for
+    :data:`RECHECK_SECONDS`: one batched read of their streams' status and latest sequence per
+    store and tick, and a nudge only for a reader whose stream moved on without telling it."""
+
+    def __init__(self) -> None:
+        self.readers: weakref.WeakSet[ResumableStreamReader] = weakref.WeakSet()
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, reader: ResumableStreamReader) -> None:
+        self.readers.add(reader)
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while self.readers:
+            await asyncio.sleep(RECHECK_SECONDS)
+            now = time.monotonic()
+            idle: dict[int, list[ResumableStreamReader]] = {}
+            for reader in list(self.readers):
+                if reader._subscription is not None and now - reader._heard_at >= RECHECK_SECONDS:
+                    idle.setdefault(id(reader.manager), []).append(reader)
+            for readers in idle.values():
+                for start in range(0, len(readers), _CHECK_BATCH):  # small slices: live readers go first
+                    await self._check(readers[start : start + _CHECK_BATCH], now)
+                    await asyncio.sleep(0)
+
+    @staticmethod
+    async def _check(readers: list[ResumableStreamReader], now: float) -> None:
+        try:
+            positions = await readers[0].manager._positions(sorted({reader.stream_id for reader in readers}))
+        except Exception:  # the store is away: the readers' own reads will say so
+            logger.debug("could not check %d idle readers", len(readers), exc_info=True)
+            return
+        for reader in readers:
+            position = positions.get(reader.stream_id)
+            subscription = reader._subscription
+            if subscription is None:
+                continue
+            if position is None or position[0] != reader.status or position[1] > reader._cursor:
+                reader._heard_at = now
+                subscription.nudge()
+
+
+_watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
+
+
+def _watchdog() -> _Watchdog:
+    loop = asyncio.get_running_loop()
+    watchdog = _watchdogs.get(loop)
+    if watchdog is None:
+        watchdog = _watchdogs[loop] = _Watchdog()
+    return watchdog
+
 
 class PageStore(Protocol):
     """What a reader needs of the store (``StreamManager``'s page read and subscription hooks)."""
@@ -57,6 +122,8 @@ class PageStore(Protocol):
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None: ...
 
     def _subscribe(self, reader: ResumableStreamReader) -> Subscription: ...
+
+    async def _positions(self, stream_ids: list[str]) -> dict[str, tuple[str, int] | None]: ...
 
 
 class ResumableStreamReader(AsyncIterator[StoredChunk]):
@@ -88,6 +155,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self._buffer: deque[StoredChunk] = deque()
         self._finished = False
         self._subscription: Subscription | None = None
+        self._heard_at = 0.0  # when its subscription last woke it (the watchdog nudges the silent)
         self._need_read = True
         self._take_page(first_page)
 
@@ -176,24 +244,17 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                     # written before the subscription was live can be missed.
                     self._subscription = self.manager._subscribe(self)
                     await self._subscription.ready()
+                    self._heard_at = time.monotonic()
+                    _watchdog().watch(self)
                     self._need_read = True
                 continue
             assert self._subscription is not None
-            pushed = await self._notified(self._subscription)
+            pushed = await self._subscription.wait()
+            self._heard_at = time.monotonic()
             if pushed is None or not self._accept(pushed):
                 self._need_read = True
             elif self._buffer:
                 return
-
-    @staticmethod
-    async def _notified(subscription: Subscription) -> list[StoredChunk] | None:
-        """The next notification, or ``None`` (read the store) when none came for
-        :data:`RECHECK_SECONDS`: a lost notification delays a reader, it never strands it."""
-        try:
-            async with asyncio.timeout(RECHECK_SECONDS):
-                return await subscription.wait()
-        except TimeoutError:
-            return None
 
     async def _read(self) -> ReadPage | None:
         """Read the next page, retrying an unreachable backend with backoff for a while."""
@@ -210,6 +271,8 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
 
     def _release(self) -> None:
         self._finished = True
+        for watchdog in _watchdogs.values():
+            watchdog.readers.discard(self)
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None

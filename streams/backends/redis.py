@@ -237,6 +237,21 @@ class RedisStreamManager(StreamManager):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    async def _positions(self, stream_ids: list[str]) -> dict[str, tuple[str, int] | None]:
+        state = self._state()
+
+        async def read() -> list[Any]:
+            pipe = state.client.pipeline(transaction=False)
+            for stream_id in stream_ids:
+                pipe.hmget(self._keys(stream_id)[1], ("status", "seq"))
+            return await pipe.execute()  # type: ignore[no-any-return]
+
+        rows = await self._call(stream_ids[0] if stream_ids else "", read)
+        return {
+            stream_id: (status.decode(), int(seq)) if isinstance(status, bytes) and isinstance(seq, bytes) else None
+            for stream_id, (status, seq) in zip(stream_ids, rows, strict=True)
+        }
+
     async def get_stream_info(self, stream_id: str) -> StreamInfo | None:
         validate_stream_id(stream_id)
         state = self._state()

@@ -90,6 +90,9 @@ class TailSubscription(Subscription):
             self._closed = True
             self.hub.detach(self)
 
+    def nudge(self) -> None:
+        self.push(_REREAD)
+
 
 class TailHub:
     """Fans the change notifications of one pub/sub connection out to the readers of a loop."""
