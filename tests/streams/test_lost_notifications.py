@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
+from typing import Any
 
 import pytest
 
-from streams.backends import InMemoryStreamManager
+from streams.backends import InMemoryStreamManager, RedisStreamManager, StreamManager
 from streams.backends.readers import ResumableStreamReader, Subscription
 from streams.exceptions import StreamNotFoundError
 from streams.protocol import TextDelta
@@ -39,11 +41,28 @@ class LosesEveryNotification(InMemoryStreamManager):
         return Deaf()
 
 
+class RedisLosesEveryNotification(RedisStreamManager):
+    def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
+        return Deaf()
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def manager(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        yield LosesEveryNotification()
+        return
+    store = RedisLosesEveryNotification(
+        request.getfixturevalue("redis_url"), key_prefix=f"lost:{uuid.uuid4().hex[:8]}:"
+    )
+    yield store
+    await store.aclose()
+
+
 def delta(text: str) -> TextDelta:
     return TextDelta(delta=text, agent_id="run-1", timestamp=1)
 
 
-async def follow(manager: InMemoryStreamManager, stream_id: str) -> tuple[list[str], float, BaseException | None]:
+async def follow(manager: StreamManager, stream_id: str) -> tuple[list[str], float, BaseException | None]:
     reader = await manager.create_resumable_reader(stream_id, 0)
     assert reader is not None
     texts, started, error = [], time.monotonic(), None
@@ -57,8 +76,7 @@ async def follow(manager: InMemoryStreamManager, stream_id: str) -> tuple[list[s
 
 
 @pytest.mark.parametrize("ending", ["end", "fail", "delete"])
-async def test_a_stream_closes_even_if_every_notification_is_lost(ending: str) -> None:
-    manager = LosesEveryNotification()
+async def test_a_stream_closes_even_if_every_notification_is_lost(manager: StreamManager, ending: str) -> None:
     writer = await manager.create_writer("s1", "run-1")
     await writer.write(delta("one"))
     following = asyncio.ensure_future(follow(manager, "s1"))
