@@ -5,7 +5,8 @@ and ``:`` — that is not made of dots alone and holds no ``..``: the AI SDK's c
 ``session-123`` and UUIDs all qualify. A UUID has many spellings (``uuidString`` on Apple platforms
 writes it in capitals; some clients drop the hyphens), so an id that parses as one is keyed by its
 canonical form, lower case with hyphens, in the database, in Redis and in every answer; any other
-id is kept exactly as written.
+id is kept exactly as written. Runs, checkpoints and pending calls are keyed by UUIDs
+(:func:`record_id`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "canonical_session_id",
     "is_session_id",
     "new_session_id",
+    "record_id",
     "session_key",
 ]
 
@@ -67,3 +69,11 @@ def body_session_id(body: Any) -> str | None:
             if body.get(field) is not None:
                 return canonical_session_id(body[field], field)
     return None
+
+
+def record_id(value: object) -> uuid.UUID | None:
+    """The UUID a run, checkpoint or pending call id names, or ``None`` when it names none."""
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        return None

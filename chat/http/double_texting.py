@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
+from chat.ai_sdk.messages import PARTIAL_SUFFIX
 from chat.ai_sdk.state import RunInfo, StateStore
 from streams.backends.base import StreamManager
 from streams.exceptions import ConfigurationError
@@ -91,7 +92,7 @@ class DoubleTexting:
         if self.policy != "reattach" or run is None or not run.is_active or not reattach_position_given(headers):
             return False
         existing = existing_message_id(headers)
-        return existing is None or existing.removesuffix("-partial") == run.message_id
+        return existing is None or existing.removesuffix(PARTIAL_SUFFIX) == run.message_id
 
     async def make_room(
         self,

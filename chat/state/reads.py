@@ -3,22 +3,14 @@ latest checkpoint (:class:`~chat.ai_sdk.state.StateStore` on the chat models).""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
-from chat.session_ids import session_key
+from chat.session_ids import record_id, session_key
 from chat.state.db import db
 
 __all__ = ["DjangoStateReader"]
-
-
-def _uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except (TypeError, ValueError, AttributeError):
-        return None
 
 
 def _run_info(run: Run) -> RunInfo:
@@ -98,7 +90,7 @@ class DjangoStateReader(StateStore):
         }
 
     async def find_checkpoint(self, session_id: str, checkpoint_id: str) -> CheckpointInfo | None:
-        key, pk = session_key(session_id), _uuid(checkpoint_id)
+        key, pk = session_key(session_id), record_id(checkpoint_id)
         if key is None or pk is None:
             return None
         checkpoint = await db(Checkpoint.objects.filter(session_id=key, pk=pk).first)()

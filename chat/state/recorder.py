@@ -9,7 +9,6 @@ outcome and the session's status. Database work runs in worker threads (:func:`d
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +17,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
-from chat.session_ids import session_key
+from chat.session_ids import record_id, session_key
 from chat.state.db import db
 from streams.conf import helix_settings
 from streams.messages import StoredMessage
@@ -33,13 +32,6 @@ from workers.runtime.persistence import (
 )
 
 __all__ = ["DjangoRunRecorder"]
-
-
-def _uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        return None
 
 
 _SESSION_STATUS = {
@@ -140,7 +132,7 @@ class DjangoRunRecorder(RunRecorder):
 
     @transaction.atomic
     def _claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
-        key = _uuid(run_id)
+        key = record_id(run_id)
         run = Run.objects.select_for_update().filter(pk=key).first() if key else None
         if run is None:
             return None
