@@ -40,7 +40,12 @@ def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_data
         page.reload()  # mid-answer: the final paragraphs are still streaming
         assert page.url == url
         expect(page.get_by_test_id("activity")).to_contain_text("resuming the answer in progress")
-        page.wait_for_function("document.querySelector('#status').textContent === 'ready'", timeout=30_000)
+        # the page reads 'ready' before the resume starts too: wait for the answer's end, then idle
+        page.wait_for_function(
+            "document.querySelector('.msg.assistant')?.innerText.includes('That is the whole picture')"
+            " && document.querySelector('#status').textContent === 'ready'",
+            timeout=30_000,
+        )
         assistant = page.locator(".msg.assistant")
         expect(assistant).to_have_count(1)
         text = assistant.inner_text()
