@@ -35,7 +35,7 @@ _keepers: dict[asyncio.AbstractEventLoop, LeaseKeeper] = {}
 def _keeper() -> LeaseKeeper:
     loop = asyncio.get_running_loop()
     if loop not in _keepers:
-        _keepers[loop] = lease_keeper(DjangoStateStore())
+        _keepers[loop] = lease_keeper(DjangoStateStore(), get_stream_manager())
     return _keepers[loop]
 
 

@@ -13,9 +13,10 @@ import asyncio
 import logging
 
 from streams.backends.base import StreamManager
+from streams.backoff import Backoff
 from streams.exceptions import StreamSupersededError
 from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync
-from workers.exceptions import RunError, RunErrorCode, as_run_error
+from workers.exceptions import DatabaseUnavailableError, RunError, RunErrorCode, as_run_error
 from workers.leases import LeaseKeeper
 from workers.runtime.agents import Agent, get_agent
 from workers.runtime.persistence import RunClaim, RunOutcome, RunRecorder
@@ -25,6 +26,10 @@ from workers.runtime.writer import RunWriter
 __all__ = ["execute_run", "take_over"]
 
 logger = logging.getLogger(__name__)
+
+#: How long an attempt waits for the database to record its outcome before it leaves the run
+#: to be taken over (the stream is then left as it is, with no end and no error).
+RECORD_PATIENCE = 60.0
 
 
 async def execute_run(
@@ -43,7 +48,8 @@ async def execute_run(
     written under the same fence.
 
     ``None`` when there was nothing to claim (finished, or held by a live attempt) or when a
-    newer attempt superseded this one midway (then it leaves everything to that one).
+    newer attempt superseded this one midway (then it leaves everything to that one), or when
+    the database never recorded its outcome (then the run is taken over once it is back).
     """
     claim = await recorder.claim_run(run_id, keeper.worker, keeper.lease_seconds)
     if claim is None:
@@ -80,7 +86,7 @@ async def _out_of_time(recorder: RunRecorder, streams: StreamManager, claim: Run
 
 async def _attempt(
     recorder: RunRecorder, streams: StreamManager, claim: RunClaim, given: Agent | None, stop: asyncio.Event | None
-) -> RunOutcome:
+) -> RunOutcome | None:
     session_id, epoch = claim.session_id, claim.epoch
     if claim.takeover:
         await take_over(streams, claim)
@@ -88,7 +94,8 @@ async def _attempt(
         await streams.fence(session_id, epoch)
     if claim.waiting:  # died after committing a pause, before recording it: just pause again
         outcome = RunOutcome("paused")
-        await recorder.finish_run(claim.run_id, outcome, epoch=epoch)
+        if not await _record(recorder, claim, outcome):
+            return None
         await streams.pause_stream(session_id, epoch=epoch)
         return outcome
     try:
@@ -106,14 +113,59 @@ async def _attempt(
             epoch=epoch,
             stop=stop,
         )
-        outcome = await loop.run(message_id=claim.message_id, first_step=claim.step_count + 1)
-    await recorder.finish_run(claim.run_id, outcome, epoch=epoch)
+        try:
+            outcome = await loop.run(message_id=claim.message_id, first_step=claim.step_count + 1)
+        except DatabaseUnavailableError as exc:
+            return await _fail_once_recorded(recorder, streams, claim, as_run_error(exc), step=loop.step)
+    if not await _record(recorder, claim, outcome):
+        return None
     if outcome.status == "failed":
         await streams.fail_stream(session_id, outcome.error_message or outcome.error_code, epoch=epoch)
     elif outcome.status == "paused":
         await streams.pause_stream(session_id, epoch=epoch)
     else:
         await streams.end_stream(session_id, output=outcome.output, epoch=epoch)
+    return outcome
+
+
+async def _record(recorder: RunRecorder, claim: RunClaim, outcome: RunOutcome) -> bool:
+    """Record ``outcome`` under the attempt's epoch, waiting up to :data:`RECORD_PATIENCE`
+    seconds for a database that does not answer; whether it was recorded.
+
+    Not recorded, the stream is left as it is: the lease lapses, and once the database is back the
+    reaper hands the run to another attempt, which continues after the last committed step.
+    """
+    backoff = Backoff(initial=0.5, cap=5.0, jitter=0.5, timeout=RECORD_PATIENCE)
+    while True:
+        try:
+            await recorder.finish_run(claim.run_id, outcome, epoch=claim.epoch)
+            return True
+        except DatabaseUnavailableError:
+            if not await backoff.wait():
+                logger.error(
+                    "run %s: attempt %d could not record its outcome (%s): the database did not answer "
+                    "for %g s; the run goes to another attempt once it is back",
+                    claim.run_id,
+                    claim.attempt,
+                    outcome.status,
+                    RECORD_PATIENCE,
+                )
+                return False
+
+
+async def _fail_once_recorded(
+    recorder: RunRecorder, streams: StreamManager, claim: RunClaim, error: RunError, *, step: int
+) -> RunOutcome | None:
+    """Fail the run of attempt ``claim`` that the database failed: recorded first, then written
+    to its stream (an ``error`` the stream carried before a takeover continued the answer would
+    contradict it). ``None`` when it could not be recorded: then the stream is left untouched."""
+    outcome = RunOutcome("failed", error_code=error.code, error_message=error.message)
+    if not await _record(recorder, claim, outcome):
+        return None
+    writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
+    await report_failure(writer, error, step=step, usage={})
+    await streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch)
+    logger.warning("run %s: attempt %d failed: the database stopped answering", claim.run_id, claim.attempt)
     return outcome
 
 

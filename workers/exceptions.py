@@ -9,6 +9,7 @@ Like every project error they derive from :class:`~streams.exceptions.HelixError
     ├── UnknownAgentError             UNKNOWN_AGENT          400
     ├── RunConflictError              RUN_CONFLICT           409   the session has a run in flight
     ├── SessionNotFoundError          SESSION_NOT_FOUND      404
+    ├── DatabaseUnavailableError      DATABASE_UNAVAILABLE   503   down, or stalled past its timeouts
     └── StreamError
         └── StreamSupersededError     EXECUTOR_SUPERSEDED    409
             └── RunSupersededError    (inherited)                  the database refused the write
@@ -27,6 +28,7 @@ from enum import StrEnum
 from streams.exceptions import HelixError, StreamError, StreamSupersededError
 
 __all__ = [
+    "DatabaseUnavailableError",
     "ExecutorUnavailableError",
     "LLMError",
     "RunConflictError",
@@ -80,6 +82,8 @@ class RunErrorCode(StrEnum):
     ENQUEUE_FAILED = "enqueue_failed"
     # No worker picked the run up within ``HELIX["RUN_TIME_LIMIT_SECONDS"]``: the reaper failed it.
     NOT_STARTED = "not_started"
+    # The database did not answer (down, or stalled past its timeouts) when a step was saved.
+    DATABASE_UNAVAILABLE = "database_unavailable"
 
 
 class RunError(HelixError):
@@ -155,7 +159,30 @@ def as_run_error(exc: Exception) -> RunError:
         return exc
     if isinstance(exc, UnknownAgentError):
         return RunError(exc.message, RunErrorCode.UNKNOWN_AGENT)
+    if isinstance(exc, DatabaseUnavailableError):
+        return RunError(DATABASE_UNAVAILABLE_TEXT, RunErrorCode.DATABASE_UNAVAILABLE, recoverable=True)
     return RunError(f"{type(exc).__name__}: {exc}", RunErrorCode.INTERNAL_ERROR)
+
+
+#: What the user of a run the database failed reads (the driver's text goes to the logs only).
+DATABASE_UNAVAILABLE_TEXT = (
+    "The service's database stopped answering, so this answer stopped after its last saved step. "
+    "Send your message again in a moment."
+)
+
+
+class DatabaseUnavailableError(HelixError):
+    """The database did not answer: it is down, or stalled past its timeouts. Nothing was
+    changed by the call that failed; retry in a moment. The driver's error is the cause
+    (``__cause__``) and goes to the logs, never to a client."""
+
+    code = "DATABASE_UNAVAILABLE"
+    status_code = 503
+    retryable = True
+    retry_after = 5
+
+    def __init__(self, message: str = "The database is not answering; retry in a moment") -> None:
+        super().__init__(message)
 
 
 class ExecutorUnavailableError(HelixError):

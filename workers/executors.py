@@ -189,7 +189,7 @@ class InProcessExecutor(Executor):
         loop = asyncio.get_running_loop()
         keeper = self._keepers.get(loop)
         if keeper is None:
-            keeper = self._keepers[loop] = lease_keeper(self.recorder)
+            keeper = self._keepers[loop] = lease_keeper(self.recorder, self.streams)
         task = loop.create_task(execute_run(self.recorder, self.streams, run_id, keeper, agent))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -2,7 +2,11 @@
 
 Every run an attempt claims carries a lease (``HELIX["LEASE_SECONDS"]``). One :class:`LeaseKeeper`
 per process and event loop renews the leases of all its runs every ``HEARTBEAT_SECONDS`` in one
-database update. A run the keeper no longer holds (a reaper gave it to another worker after this
+database update, and, on a loop of its own, marks them alive in the stream store
+(:meth:`~streams.backends.base.StreamManager.mark_alive`) in one round trip: a database stall
+holds up the first, not the second, so the reaper does not mistake a stalled database for a dead
+worker. A renewal the database held up is made again at once, since the expiry it wrote was
+reckoned from before the stall. A run the keeper no longer holds (a reaper gave it to another worker after this
 one stalled) is cancelled here; its writes were fenced off already. A run its user stopped
 has its stop signal (:meth:`LeaseKeeper.stop_signal`) set within ``STOP_POLL_SECONDS``: the step
 loop cancels the model call or tools it is in and records ``run_interrupted``. On a clean shutdown
@@ -16,10 +20,13 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass, field
 
+from streams.backends.base import StreamManager
 from streams.conf import helix_settings
+from streams.exceptions import HelixError
 from workers.runtime.persistence import RunRecorder
 
 __all__ = ["LeaseKeeper", "lease_keeper", "worker_name"]
@@ -47,14 +54,22 @@ class LeaseKeeper:
     """Renews the leases of the runs this process executes (one keeper per event loop)."""
 
     def __init__(
-        self, recorder: RunRecorder, *, lease_seconds: float, heartbeat_seconds: float, worker: str | None = None
+        self,
+        recorder: RunRecorder,
+        *,
+        lease_seconds: float,
+        heartbeat_seconds: float,
+        worker: str | None = None,
+        streams: StreamManager | None = None,
     ) -> None:
         self.recorder = recorder
+        self.streams = streams
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = heartbeat_seconds
         self.worker = worker or worker_name()
         self._held: dict[str, _Held] = {}
         self._beat: asyncio.Task[None] | None = None
+        self._marks: asyncio.Task[None] | None = None
         self._stops: asyncio.Task[None] | None = None
         self.stop_poll_seconds = STOP_POLL_SECONDS
 
@@ -64,6 +79,8 @@ class LeaseKeeper:
         task.add_done_callback(lambda _: self._release(run_id, task))
         if self._beat is None or self._beat.done():
             self._beat = asyncio.ensure_future(self._heartbeats())
+        if self.streams is not None and (self._marks is None or self._marks.done()):
+            self._marks = asyncio.ensure_future(self._alive_marks(self.streams))
         if self._stops is None or self._stops.done():
             self._stops = asyncio.ensure_future(self._stop_polls())
 
@@ -84,7 +101,18 @@ class LeaseKeeper:
     async def _heartbeats(self) -> None:
         while self._held:
             await asyncio.sleep(self.heartbeat_seconds)
+            started = time.monotonic()
             await self.beat()
+            if time.monotonic() - started > self.heartbeat_seconds:  # held up: renew from now
+                await self.beat()
+
+    async def _alive_marks(self, streams: StreamManager) -> None:
+        while self._held:
+            try:
+                await streams.mark_alive(self.run_ids, self.lease_seconds)
+            except HelixError:  # the store is away: the database lease still speaks for the runs
+                logger.warning("could not mark %d runs alive in the stream store", len(self._held), exc_info=True)
+            await asyncio.sleep(self.heartbeat_seconds)
 
     async def _stop_polls(self) -> None:
         while self._held:
@@ -131,10 +159,11 @@ class LeaseKeeper:
         return [run_id for run_id, attempt in held if await self.recorder.release_run(run_id, attempt.epoch)]
 
 
-def lease_keeper(recorder: RunRecorder) -> LeaseKeeper:
+def lease_keeper(recorder: RunRecorder, streams: StreamManager) -> LeaseKeeper:
     """A lease keeper with the configured lease and heartbeat (one per process and event loop)."""
     return LeaseKeeper(
         recorder,
         lease_seconds=float(helix_settings.LEASE_SECONDS),
         heartbeat_seconds=float(helix_settings.HEARTBEAT_SECONDS),
+        streams=streams,
     )

@@ -12,9 +12,11 @@ are coroutines, so an open stream holds no thread. The ASGI stream route calls t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
@@ -41,8 +43,11 @@ from chat.session_ids import canonical_session_id
 from chat.state.db import db
 from streams.conf import helix_settings
 from streams.exceptions import HelixError, ValidationError
+from workers.exceptions import DatabaseUnavailableError
 
 __all__ = ["HelixAPIView", "HelixAccessMixin", "error_json", "helix_exception_handler"]
+
+logger = logging.getLogger(__name__)
 
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -63,6 +68,9 @@ def error_json(error: HelixError, headers: dict[str, str] | None = None) -> Json
 def _as_helix_error(exc: Exception) -> HelixError | None:
     if isinstance(exc, HelixError):
         return exc
+    if isinstance(exc, (OperationalError, InterfaceError)):  # a sync view's query: as db() does
+        logger.warning("the database failed a request: %s: %s", type(exc).__name__, exc)
+        return DatabaseUnavailableError()
     if isinstance(exc, Http404):
         return SessionNotFoundError(str(exc) or "Not found")
     if isinstance(exc, exceptions.Throttled):

@@ -15,7 +15,10 @@ opens a fresh connection instead of failing until the process restarts; while th
 still coming back (connections refused), a call waits up to :data:`CONNECT_PATIENCE` seconds
 for it before it raises. A call whose connection dies under it is run once more on a fresh
 connection (its transaction died with the connection); a call made inside an outer transaction
-is never retried.
+is never retried. A call the database still fails (down past that patience, or stalled past its
+own timeouts, such as SQLite's lock ``timeout`` or PostgreSQL's ``statement_timeout``) raises
+:class:`~workers.exceptions.DatabaseUnavailableError`, which callers and clients can handle; the
+driver's error is logged, and chained as its cause.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, ParamSpec, TypeVar
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
 from streams.backoff import Backoff
+from workers.exceptions import DatabaseUnavailableError
 
 __all__ = ["db"]
 
@@ -86,7 +90,11 @@ def db(function: Callable[P, T]) -> Callable[P, Awaitable[T]]:
     async def call(*args: P.args, **kwargs: P.kwargs) -> T:
         context = contextvars.copy_context()
         work = functools.partial(context.run, _tidy, function, *args, **kwargs)
-        result: T = await asyncio.get_running_loop().run_in_executor(_DB_THREADS, work)
+        try:
+            result: T = await asyncio.get_running_loop().run_in_executor(_DB_THREADS, work)
+        except (OperationalError, InterfaceError) as exc:
+            logger.warning("the database failed %s: %s: %s", function.__qualname__, type(exc).__name__, exc)
+            raise DatabaseUnavailableError() from exc
         return result
 
     return call

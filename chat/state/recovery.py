@@ -1,6 +1,8 @@
 """The reaper: runs whose worker went silent are handed to a live one, or failed.
 
-A run's lease expires when its worker stops renewing it (killed, frozen, cut off). The reaper
+A run's lease expires when its worker stops renewing it (killed, frozen, cut off). Its worker
+also marks it alive in the stream store (:mod:`workers.leases`), and a run still marked there is
+left alone: the database stalled, not the worker. The reaper
 (``helix.reap_runs`` on Celery beat, or ``manage.py reap_runs``) sends such a run to a worker,
 whose attempt claims it and takes over from the last checkpoint. A run that has used up
 ``HELIX["MAX_ATTEMPTS"]`` fails with ``worker_lost``, and so does its stream. A run stopped by
@@ -60,8 +62,9 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
     report = ReapReport()
     lease = float(helix_settings.LEASE_SECONDS)
     max_attempts = int(helix_settings.MAX_ATTEMPTS)
-    expired = Run.objects.filter(lease_expires_at__lt=now)
-    for run in expired.filter(status=Run.Status.RUNNING).only("id", "session_id", "epoch", "attempt"):
+    expired = Run.objects.filter(lease_expires_at__lt=now, status__in=[Run.Status.RUNNING, Run.Status.INTERRUPTED])
+    silent = _silent(list(expired.only("id", "session_id", "epoch", "attempt", "status")))
+    for run in (run for run in silent if run.status == Run.Status.RUNNING):
         if run.attempt >= max_attempts:
             if _close(run, "failed", f"The run's worker was lost {run.attempt} times"):
                 report.failed += 1
@@ -69,7 +72,7 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
         if _send_again(run, every=3 * lease):
             report.dispatched += 1
             logger.warning("run %s (attempt %d) lost its worker: sent to another", run.pk, run.attempt)
-    for run in expired.filter(status=Run.Status.INTERRUPTED).only("id", "session_id", "epoch"):
+    for run in (run for run in silent if run.status == Run.Status.INTERRUPTED):
         if _close(run, "interrupted", ""):
             report.closed += 1
     _reap_never_started(now, report)
@@ -78,6 +81,31 @@ def reap_expired_runs(now: datetime | None = None) -> ReapReport:
         if time.monotonic() - sent_at > 10 * lease:
             del _sent[key]
     return report
+
+
+def _silent(runs: list[Run]) -> list[Run]:
+    """Those of ``runs`` (their database lease expired) whose worker has stopped marking them
+    alive in the stream store too: a stalled database holds up lease renewals, not the marks.
+    None while the store cannot say (it is unreachable): nothing is taken over on a guess."""
+    if not runs:
+        return []
+
+    async def alive() -> set[str]:
+        streams = get_stream_manager()
+        try:
+            return await streams.alive([str(run.pk) for run in runs])
+        finally:
+            await streams.aclose()
+
+    try:
+        marked = async_to_sync(alive)()
+    except HelixError:
+        logger.warning("the stream store cannot say which runs are alive: none is taken over", exc_info=True)
+        return []
+    for run in runs:
+        if str(run.pk) in marked:
+            logger.info("run %s: its lease expired but its worker still marks it alive (a database stall?)", run.pk)
+    return [run for run in runs if str(run.pk) not in marked]
 
 
 def _send_again(run: Run, *, every: float) -> bool:

@@ -4,9 +4,10 @@ A *stream* is an append-only log of chunks addressed by a stream id (a chat sess
 gives each chunk a sequence number (1, 2, 3, … with no gap), keeps the stream's status
 (``active`` ⇄ ``paused`` → ``ended`` | ``failed``), and serves the chunks to any number of readers,
 live. :class:`StreamManager` is that interface: backends supply storage through a handful of
-private hooks (``_ensure_stream``, ``_append``, ``_read_page``, ``_step_start``, ``_subscribe``)
-and the status changes; on the hooks it builds writers (:mod:`~streams.backends.writers`,
-:mod:`~streams.backends.buffered`), readers (:mod:`~streams.backends.readers`) and bulk reads.
+private hooks (``_ensure_stream``, ``_append``, ``_read_page``, ``_step_start``, ``_subscribe``),
+the status changes and the liveness marks of running runs; on the hooks it builds writers
+(:mod:`~streams.backends.writers`, :mod:`~streams.backends.buffered`), readers
+(:mod:`~streams.backends.readers`) and bulk reads.
 The values passed around live in :mod:`~streams.backends.records`.
 """
 
@@ -173,6 +174,19 @@ class StreamManager(abc.ABC):
     @abc.abstractmethod
     async def delete_stream(self, stream_id: str) -> bool:
         """Remove the stream and everything stored for it; ``False`` if it did not exist."""
+
+    # -- liveness --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def mark_alive(self, run_ids: list[str], seconds: float) -> None:
+        """Mark the runs ``run_ids`` alive for ``seconds`` (their worker's heartbeat, in one round
+        trip). Kept here rather than in the database so that a database stall does not silence a
+        worker that is still running its runs: the reaper takes over only runs whose database
+        lease has expired *and* whose mark here has lapsed."""
+
+    @abc.abstractmethod
+    async def alive(self, run_ids: list[str]) -> set[str]:
+        """Which of ``run_ids`` carry a mark that has not lapsed (one round trip)."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release connections and background tasks held by this manager."""

@@ -101,6 +101,7 @@ class InMemoryStreamManager(StreamManager):
         self.max_length = max_length
         self._lock = threading.Lock()
         self._streams: dict[str, _Stream] = {}
+        self._alive: dict[str, float] = {}  # run id → when its mark lapses (monotonic)
 
     # -- helpers (call with the lock held) ------------------------------------------------------
 
@@ -200,6 +201,19 @@ class InMemoryStreamManager(StreamManager):
         with self._lock:
             stream = self._get(stream_id)
             return None if stream is None else stream.steps.get(step)
+
+    async def mark_alive(self, run_ids: list[str], seconds: float) -> None:
+        until = time.monotonic() + seconds
+        with self._lock:
+            now = time.monotonic()
+            for run_id in [r for r, lapses in self._alive.items() if lapses <= now]:
+                del self._alive[run_id]
+            self._alive.update(dict.fromkeys(run_ids, until))
+
+    async def alive(self, run_ids: list[str]) -> set[str]:
+        now = time.monotonic()
+        with self._lock:
+            return {run_id for run_id in run_ids if self._alive.get(run_id, 0.0) > now}
 
     def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
         return _MemorySubscription(self, reader.stream_id)

@@ -323,6 +323,34 @@ class RedisStreamManager(StreamManager):
         removed = await self._call(stream_id, lambda: state.delete(keys, [self._channel(stream_id)]))
         return int(removed) > 0
 
+    def _alive_key(self, run_id: str) -> str:
+        return f"{self.key_prefix}alive:{run_id}"
+
+    async def mark_alive(self, run_ids: list[str], seconds: float) -> None:
+        state = self._state()
+
+        async def mark() -> None:
+            pipe = state.client.pipeline(transaction=False)
+            for run_id in run_ids:
+                pipe.set(self._alive_key(run_id), b"1", px=self._ms(seconds))
+            await pipe.execute()
+
+        await self._call("-", mark)
+
+    async def alive(self, run_ids: list[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        state = self._state()
+
+        async def read() -> list[Any]:
+            pipe = state.client.pipeline(transaction=False)  # GETs, not MGET: keys of any slot
+            for run_id in run_ids:
+                pipe.exists(self._alive_key(run_id))
+            return list(await pipe.execute())
+
+        marks = await self._call_idempotent("-", read)
+        return {run_id for run_id, mark in zip(run_ids, marks, strict=True) if mark}
+
     async def ping(self) -> bool:
         """True when Redis answers."""
         state = self._state()

@@ -428,3 +428,16 @@ async def test_a_newer_epoch_takes_the_stream_by_writing_and_epochs_outlive_runs
     assert await unfenced.write(text("c")) == 2  # a writer without an epoch is not fenced
     with pytest.raises(StreamNotFoundError):
         await manager.fence("nope", 1)
+
+
+async def test_marks_of_alive_runs_lapse_after_their_time_unless_renewed(manager: StreamManager) -> None:
+    assert await manager.alive([]) == set()
+    await manager.mark_alive(["r1", "r2"], 0.3)
+    await manager.mark_alive(["r3"], 5)
+    assert await manager.alive(["r1", "r2", "r3", "r4"]) == {"r1", "r2", "r3"}
+    await asyncio.sleep(0.2)
+    await manager.mark_alive(["r1"], 0.3)  # renewed: a new lapse time
+    await asyncio.sleep(0.2)
+    assert await manager.alive(["r1", "r2", "r3"]) == {"r1", "r3"}
+    await asyncio.sleep(0.2)
+    assert await manager.alive(["r1", "r3"]) == {"r3"}

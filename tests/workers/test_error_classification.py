@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 from pydantic import BaseModel
 
 from streams.backends import InMemoryStreamManager
@@ -18,6 +19,8 @@ from streams.messages import StoredMessage
 from streams.protocol import Chunk, ErrorChunk, SubAgentStart, ToolEnd
 from workers.attempts import execute_run
 from workers.exceptions import (
+    DATABASE_UNAVAILABLE_TEXT,
+    DatabaseUnavailableError,
     LLMError,
     RunError,
     RunErrorCode,
@@ -30,7 +33,7 @@ from workers.leases import LeaseKeeper
 from workers.llm.base import LLM, LLMEvent, ToolDefinition
 from workers.llm.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
 from workers.runtime.agents import Agent, define_agent, define_tool
-from workers.runtime.persistence import RunClaim, RunOutcome
+from workers.runtime.persistence import RunClaim, RunOutcome, SessionSnapshot
 from workers.runtime.steps import RunLoop
 
 
@@ -174,3 +177,83 @@ async def test_a_run_of_an_unregistered_agent_fails_as_unknown_agent() -> None:
     assert (chunk.code, chunk.recoverable, chunk.step, chunk.agent_type) == ("unknown_agent", False, 0, "retired-agent")
     info = await streams.get_stream_info("session-1")
     assert info is not None and info.status == "failed"
+
+
+class DatabaseGoesAway(OneClaim):
+    """A recorder whose database stops answering when the first step is saved, and comes back
+    after ``finish_failures`` failed attempts to record the outcome (never, when ``None``)."""
+
+    def __init__(self, streams: InMemoryStreamManager, finish_failures: int | None) -> None:
+        super().__init__()
+        self.streams = streams
+        self.finish_failures = finish_failures
+        self.errors_seen_while_unrecorded: list[int] = []
+
+    async def claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim:
+        return RunClaim(run_id, "session-1", "talker", "msg-1", epoch=1, attempt=1, step_count=0, start_sequence=0)
+
+    async def load_session(self, session_id: str) -> SessionSnapshot:
+        return SessionSnapshot(session_id, "talker", [StoredMessage(role="user", content="Hi")], {})
+
+    async def resolved_calls(self, run_id: str) -> list[object]:
+        return []
+
+    async def run_status(self, run_id: str) -> str:
+        return "running"
+
+    async def commit_step(self, *args: object, **kwargs: object) -> tuple[str, int]:
+        raise DatabaseUnavailableError() from OperationalError("database is locked")
+
+    async def finish_run(self, run_id: str, outcome: RunOutcome, *, epoch: int | None = None) -> None:
+        chunks = await self.streams.get_all_chunks("session-1")
+        self.errors_seen_while_unrecorded.append(sum(isinstance(c, ErrorChunk) for c, _ in chunks))
+        if self.finish_failures is None or self.finish_failures > 0:
+            if self.finish_failures is not None:
+                self.finish_failures -= 1
+            raise DatabaseUnavailableError()
+        await super().finish_run(run_id, outcome, epoch=epoch)
+
+
+TALKER = define_agent(
+    "talker", "x", llm=ScriptedModel(lambda m: ScriptedTurn(text="Half an answer"), delay=(0, 0)), register=False
+)
+
+
+async def test_a_run_the_database_fails_is_recorded_failed_before_its_stream_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("workers.attempts.RECORD_PATIENCE", 5.0)
+    streams = InMemoryStreamManager()
+    recorder = DatabaseGoesAway(streams, finish_failures=2)
+    await streams.create_writer("session-1", "run-1")
+    keeper = LeaseKeeper(recorder, lease_seconds=30, heartbeat_seconds=0.01)  # type: ignore[arg-type]
+    outcome = await execute_run(recorder, streams, "run-1", keeper, TALKER)  # type: ignore[arg-type]
+    assert outcome is not None and (outcome.status, outcome.error_code) == ("failed", "database_unavailable")
+    assert outcome.error_message == DATABASE_UNAVAILABLE_TEXT and "locked" not in outcome.error_message
+    assert recorder.errors_seen_while_unrecorded == [0, 0, 0]  # no error in the stream until recorded
+    assert [o for o, _ in recorder.finished] == [outcome]
+    [chunk] = [c for c, _ in await streams.get_all_chunks("session-1") if isinstance(c, ErrorChunk)]
+    assert (chunk.code, chunk.recoverable, chunk.step, chunk.error) == (
+        "database_unavailable",
+        True,
+        1,
+        DATABASE_UNAVAILABLE_TEXT,
+    )
+    info = await streams.get_stream_info("session-1")
+    assert info is not None and info.status == "failed"
+
+
+async def test_a_run_whose_failure_cannot_be_recorded_leaves_its_stream_to_the_next_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("workers.attempts.RECORD_PATIENCE", 2.0)
+    streams = InMemoryStreamManager()
+    recorder = DatabaseGoesAway(streams, finish_failures=None)
+    await streams.create_writer("session-1", "run-1")
+    keeper = LeaseKeeper(recorder, lease_seconds=30, heartbeat_seconds=0.01)  # type: ignore[arg-type]
+    assert await execute_run(recorder, streams, "run-1", keeper, TALKER) is None  # type: ignore[arg-type]
+    assert len(recorder.errors_seen_while_unrecorded) >= 2 and recorder.finished == []
+    chunks = [c for c, _ in await streams.get_all_chunks("session-1")]
+    assert not any(isinstance(c, ErrorChunk) for c in chunks)
+    info = await streams.get_stream_info("session-1")
+    assert info is not None and info.status == "active"  # a takeover continues it

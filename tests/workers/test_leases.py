@@ -1,4 +1,4 @@
-"""The lease keeper's rules, against a recorder kept in memory: no database, no Redis."""
+"""The lease keeper's rules, against a recorder and a stream store kept in memory: no database, no Redis."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import asyncio
 import os
 import socket
 
+from streams.backends.memory import InMemoryStreamManager
+from streams.exceptions import StreamUnavailableError
 from workers.leases import LeaseKeeper, worker_name
 
 
@@ -139,3 +141,55 @@ async def test_hand_back_stops_every_attempt_and_returns_the_runs_released() -> 
     assert await keep.hand_back() == ["r1"]
     assert a.cancelled() and b.cancelled()
     assert sorted(book.released) == [("r1", 3), ("r2", 5)]
+
+
+class StalledBook(LeaseBook):
+    """A database whose renewals hang until ``release`` is set (an exclusive lock, a stall)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:
+        await self.release.wait()
+        return await super().renew_leases(worker, run_ids, lease_seconds)
+
+
+async def test_a_database_stall_does_not_stop_the_marks_in_the_stream_store() -> None:
+    book, streams = StalledBook(), InMemoryStreamManager()
+    keep = LeaseKeeper(book, lease_seconds=0.2, heartbeat_seconds=0.02, worker="w1", streams=streams)  # type: ignore[arg-type]
+    task = attempt()
+    book.holders["r1"] = "w1"
+    book.release.clear()  # the database stalls before the first renewal
+    keep.hold("r1", 1, task)
+    await asyncio.sleep(0.5)  # past two leases: the database lease would have expired
+    assert book.renewals == []
+    assert await streams.alive(["r1", "r2"]) == {"r1"}
+    book.release.set()
+    while len(book.renewals) < 2:
+        await asyncio.sleep(0.01)
+    # The renewal the stall held up is made again at once: its expiry was reckoned from before it.
+    assert book.renewals[:2] == [("w1", ["r1"], 0.2)] * 2
+    task.cancel()
+    await settle(task)
+    await asyncio.sleep(0.3)
+    assert await streams.alive(["r1"]) == set()  # a finished attempt's mark lapses
+
+
+async def test_a_stream_store_that_is_away_leaves_the_database_lease_speaking() -> None:
+    book, streams = LeaseBook(), InMemoryStreamManager()
+
+    async def away(run_ids: list[str], seconds: float) -> None:
+        raise StreamUnavailableError("-", "Redis unreachable")
+
+    streams.mark_alive = away  # type: ignore[method-assign]
+    keep = LeaseKeeper(book, lease_seconds=30, heartbeat_seconds=0.01, worker="w1", streams=streams)  # type: ignore[arg-type]
+    task = attempt()
+    book.holders["r1"] = "w1"
+    keep.hold("r1", 1, task)
+    while len(book.renewals) < 3:
+        await asyncio.sleep(0.01)
+    assert not task.done()
+    task.cancel()
+    await settle(task)

@@ -22,7 +22,7 @@ from streams.backends.base import StreamManager
 from streams.exceptions import HelixError, StreamSupersededError
 from streams.messages import StoredMessage
 from streams.protocol import ErrorChunk, OutputChunk, RunInterrupted
-from workers.exceptions import RunError, RunErrorCode, StopRequested, as_run_error
+from workers.exceptions import DatabaseUnavailableError, RunError, RunErrorCode, StopRequested, as_run_error
 from workers.runtime.agents import Agent
 from workers.runtime.commits import commit_step
 from workers.runtime.model_stream import TurnProgress, stream_turn
@@ -117,7 +117,9 @@ class RunLoop:
         A new attempt of a run starts at ``first_step``, after the steps committed before it.
         A superseded attempt (:class:`~streams.exceptions.StreamSupersededError`, or its
         database side :class:`~workers.exceptions.RunSupersededError`) raises: it has nothing
-        left to record.
+        left to record. So does a run the database failed
+        (:class:`~workers.exceptions.DatabaseUnavailableError`): its failure is written to the
+        stream only once it is recorded, or a takeover could continue the answer after it.
         """
         if messages is None or state is None:
             assert self.recorder is not None
@@ -133,8 +135,8 @@ class RunLoop:
             if self.recorder is not None:
                 await self._resume(self.recorder, first_step)
             return await self._steps(first_step)
-        except StreamSupersededError:
-            raise
+        except (StreamSupersededError, DatabaseUnavailableError):
+            raise  # superseded: nothing to record; the database: the attempt records it first
         except StopRequested:
             await self._keep_streamed()
             await self.writer.emit(RunInterrupted, run_id=self.run_id, step=self.step, reason="user_stop")

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from django.db import OperationalError
 
 from chat.ai_sdk.sse import ending_cleanly
 from streams.exceptions import StreamUnavailableError
@@ -49,3 +50,24 @@ async def test_a_session_deleted_while_it_streams_ends_its_stream_with_an_error(
     rest = b"".join([part async for part in parts])
     assert b'"type":"error"' in rest and b"STREAM_NOT_FOUND" in rest
     assert rest.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_database_that_does_not_answer_is_a_typed_503_without_the_drivers_text(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+
+    def stalled(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError('canceling statement due to lock timeout on relation "chat_run" (host db-7)')
+
+    monkeypatch.setattr("chat.state.db._tidy", stalled)
+    for response in (
+        await post(alice, session_id, ui_body("Hi", session_id)),
+        await alice.get(f"/api/chat/{session_id}/stream"),
+        await alice.get(f"/api/chat/{session_id}/messages"),
+    ):
+        assert (response.status_code, response["Retry-After"]) == (503, "5")
+        assert response.json()["code"] == "DATABASE_UNAVAILABLE"
+        assert "chat_run" not in response.content.decode()
+    assert "lock timeout" in caplog.text  # the details go to the logs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 
@@ -14,6 +15,7 @@ from chat.models import ChatSession, Run
 from chat.state.recovery import reap_expired_runs
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
+from streams.exceptions import StreamUnavailableError
 from streams.messages import StoredMessage
 from streams.protocol import ErrorChunk, RunInterrupted
 
@@ -112,3 +114,38 @@ def test_a_run_no_worker_took_within_the_time_limit_fails_and_frees_its_session(
     async_to_sync(DjangoStateStore().start_run)(
         session_id, "chat", user_message=StoredMessage(role="user", content="Again"), start_sequence=2, message_id="m2"
     )
+
+
+def test_a_run_its_worker_still_marks_alive_is_not_taken_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database stall: the lease in the database expired (renewals could not commit), but the
+    worker still marks the run alive in the stream store, so the reaper leaves it alone; once the
+    mark lapses too, the run is sent to another worker."""
+    sent = SentTasks()
+    monkeypatch.setattr("celery.current_app.send_task", sent)
+    _, run_id = dead_run("running", attempt=1)
+    async_to_sync(get_stream_manager().mark_alive)([run_id], 0.5)
+    assert reap_expired_runs().dispatched == 0 and sent == []
+    assert Run.objects.get(pk=run_id).status == "running"
+    time.sleep(0.6)
+    assert reap_expired_runs().dispatched == 1
+    assert sent == [("helix.run_agent", [run_id])]
+
+
+def test_nothing_is_taken_over_while_the_stream_store_cannot_say_what_is_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent = SentTasks()
+    monkeypatch.setattr("celery.current_app.send_task", sent)
+    _, running = dead_run("running", attempt=3)
+    _, stopped = dead_run("interrupted", attempt=1)
+
+    async def unreachable(run_ids: list[str]) -> set[str]:
+        raise StreamUnavailableError("-", "Redis unreachable")
+
+    monkeypatch.setattr(get_stream_manager(), "alive", unreachable)
+    report = reap_expired_runs()
+    assert (report.dispatched, report.failed, report.closed) == (0, 0, 0) and sent == []
+    assert set(Run.objects.filter(pk__in=[running, stopped]).values_list("status", flat=True)) == {
+        "running",
+        "interrupted",
+    }
