@@ -19,6 +19,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitedError",
     "SessionNotFoundError",
+    "TooManyStreamsError",
 ]
 
 
@@ -73,6 +74,15 @@ class RateLimitedError(HelixError):
     def __init__(self, retry_after: int, message: str | None = None) -> None:
         self.retry_after = retry_after
         super().__init__(message or f"Too many chat requests; retry in {retry_after} s")
+
+
+class TooManyStreamsError(HelixError):
+    """The caller already has ``HELIX["MAX_STREAMS_PER_CALLER"]`` streams open on this web process."""
+
+    code = "TOO_MANY_STREAMS"
+    status_code = 429
+    retryable = True
+    retry_after = 5
 
 
 class DecisionRejectedError(HelixError):

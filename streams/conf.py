@@ -24,6 +24,8 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
                                            # overrides; []: refused over HTTP (400)
         "SSE_KEEPALIVE_SECONDS": 15.0,     # idle time before an SSE keep-alive comment
         "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,  # a client that reads nothing this long is dropped
+        "MAX_STREAMS_PER_CALLER": 16,      # streams one user (or visitor) may have open per web
+                                           # process; one more answers 429 TOO_MANY_STREAMS
         "MAX_MESSAGE_CHARS": 20_000,       # longest user message
         "MAX_MESSAGES": 500,               # longest history a POST may carry
         "MAX_BODY_BYTES": 1_048_576,       # largest chat POST body
@@ -75,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "OVERRIDE_PERMISSION_CLASSES": [],
     "SSE_KEEPALIVE_SECONDS": 15.0,
     "SLOW_CLIENT_TIMEOUT_SECONDS": 30.0,
+    "MAX_STREAMS_PER_CALLER": 16,
     "MAX_MESSAGE_CHARS": 20_000,
     "MAX_MESSAGES": 500,
     "MAX_BODY_BYTES": 1_048_576,

@@ -110,8 +110,8 @@ class LeaseKeeper:
         while self._held:
             try:
                 await streams.mark_alive(self.run_ids, self.lease_seconds)
-            except HelixError:  # the store is away: the database lease still speaks for the runs
-                logger.warning("could not mark %d runs alive in the stream store", len(self._held), exc_info=True)
+            except HelixError as exc:  # the store is away: the database lease still speaks for the runs
+                logger.warning("could not mark %d runs alive in the stream store: %s", len(self._held), exc)
             await asyncio.sleep(self.heartbeat_seconds)
 
     async def _stop_polls(self) -> None:

@@ -27,6 +27,11 @@ __all__ = ["flow_controlled"]
 
 logger = logging.getLogger("helix.http")
 
+#: What Twisted may buffer for one connection beyond the socket before its producer is paused
+#: (Twisted's default is 64 KiB): with one page of the reader, what a slow client can make the
+#: server hold.
+SOCKET_BUFFER_BYTES = 16 * 1024
+
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
@@ -79,6 +84,9 @@ def flow_controlled(send: Send, *, stall_timeout: float) -> Send:
             await send(message)
             return
         if not state["registered"] and not getattr(request, "finished", True) and request.channel is not None:
+            transport = getattr(request, "transport", None)
+            if transport is not None and getattr(transport, "bufferSize", 0) > SOCKET_BUFFER_BYTES:
+                transport.bufferSize = SOCKET_BUFFER_BYTES  # pause sooner: less held per slow client
             request.registerProducer(producer, True)
             state["registered"] = True
         if not message.get("more_body", False):

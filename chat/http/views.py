@@ -22,6 +22,7 @@ from rest_framework.request import Request
 
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
 from chat.http.access import caller_of, session_access
+from chat.http.open_streams import admit, caller_key, counted
 from chat.http.parsing import decode_json_body
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
 from chat.http.responses import HandlerResponse
@@ -48,8 +49,11 @@ __all__ = [
 ]
 
 
-def to_django(response: HandlerResponse) -> HttpResponseBase:
-    """A :class:`HandlerResponse` as a Django response (streaming when its body is)."""
+def to_django(response: HandlerResponse, caller: str | None = None) -> HttpResponseBase:
+    """A :class:`HandlerResponse` as a Django response (streaming when its body is; counted as
+    one of ``caller``'s open streams while it runs, when given)."""
+    if caller is not None and response.is_stream:
+        response.body = counted(caller, cast(AsyncIterator[bytes], response.body))
     headers = {k: v for k, v in response.headers.items() if k.lower() not in ("connection", "content-type")}
     content_type = response.headers.get("content-type", "application/json")
     if response.is_stream:
@@ -83,7 +87,9 @@ class _ResumeMixin(HelixAPIView):
         extract_resume_position(request)  # a malformed position is a 400, whatever the session
         if not self.session_exists:
             return HttpResponse(status=204)
-        return to_django(await get_handler().handle_resume(session_id, request))
+        key = caller_key(self.caller)
+        admit(key)
+        return to_django(await get_handler().handle_resume(session_id, request), key)
 
 
 async def _post_chat(view: HelixAPIView, request: Request, session_id: str | None) -> HttpResponseBase:
@@ -91,6 +97,8 @@ async def _post_chat(view: HelixAPIView, request: Request, session_id: str | Non
     new one) and stream it; the session's id comes back in ``X-Session-Id``."""
     body = await db(_json_body)(request)
     caller = view.caller
+    key = caller_key(caller)
+    admit(key)  # before anything is stored
     if session_id is None:
         session_id = body_session_id(body) or new_session_id()
         await db(session_access)(caller, session_id)  # a session of someone else is a 404
@@ -99,7 +107,7 @@ async def _post_chat(view: HelixAPIView, request: Request, session_id: str | Non
     )
     if response.status == 200 and caller.user_id is None:
         await caller.remember(session_id)
-    return to_django(response)
+    return to_django(response, key)
 
 
 class NewChatView(HelixAPIView):

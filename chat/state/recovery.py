@@ -6,8 +6,8 @@ left alone: the database stalled, not the worker. The reaper
 (``helix.reap_runs`` on Celery beat, or ``manage.py reap_runs``) sends such a run to a worker,
 whose attempt claims it and takes over from the last checkpoint. A run that has used up
 ``HELIX["MAX_ATTEMPTS"]`` fails with ``worker_lost``, and so does its stream. A run stopped by
-its user whose worker died before it could say so gets its stream ended. A run still queued a few
-leases after it was recorded (its queue message lost) is sent again, and failed ``not_started`` if
+its user whose worker died before it could say so gets its stream ended. A run still queued a
+lease after it was recorded (its queue message lost) is sent again, and failed ``not_started`` if
 no worker takes it within the run time limit. A paused tool call left unanswered past its expiry
 counts as denied, and its run goes on.
 """
@@ -122,12 +122,14 @@ def _send_again(run: Run, *, every: float) -> bool:
 
 
 def _reap_never_started(now: datetime, report: ReapReport) -> None:
-    """Queued runs no worker claimed (their queue message was lost, or never sent): sent again,
-    at most once per ten leases; failed ``not_started`` past the run time limit."""
+    """Queued runs no worker claimed a lease after they were recorded (their queue message was
+    lost with a broker that restarted without persistence, or never sent): sent again, at most
+    once per two leases; failed ``not_started`` past the run time limit. A run that was only
+    waiting behind others gets a second message, which finds it claimed and does nothing."""
     lease = float(helix_settings.LEASE_SECONDS)
     limit = now - timedelta(seconds=float(helix_settings.RUN_TIME_LIMIT_SECONDS))
     waiting = Run.objects.filter(
-        status=Run.Status.QUEUED, lease_expires_at__isnull=True, created_at__lt=now - timedelta(seconds=3 * lease)
+        status=Run.Status.QUEUED, lease_expires_at__isnull=True, created_at__lt=now - timedelta(seconds=lease)
     )
     for run in waiting.only("id", "session_id", "epoch", "created_at"):
         if run.created_at < limit:
@@ -135,7 +137,7 @@ def _reap_never_started(now: datetime, report: ReapReport) -> None:
             if _close(run, "failed", error, RunErrorCode.NOT_STARTED, Q(status=Run.Status.QUEUED)):
                 report.failed += 1
             continue
-        if _send_again(run, every=10 * lease):
+        if _send_again(run, every=2 * lease):
             report.dispatched += 1
             logger.warning("run %s is still queued: sent to the workers again", run.pk)
 
