@@ -141,7 +141,7 @@ async def bench_concurrency(redis_url: str, queue: str, runs: int) -> tuple[floa
     from streams.backends import RedisStreamManager
     from workers.executors import CeleryExecutor
 
-    app.conf.broker_url = redis_url
+    app.conf.CELERY_BROKER_URL = redis_url  # the namespaced key: an unprefixed one does not override it
     streams = RedisStreamManager(redis_url)
     executor = CeleryExecutor(DjangoStateStore(), streams, queue=queue, poll_interval=0.05)
 

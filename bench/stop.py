@@ -71,7 +71,7 @@ async def measure(redis_url: str, queue: str, agent: str, tries: int) -> tuple[l
     from streams.protocol import RunInterrupted, TextDelta
     from workers.executors import CeleryExecutor
 
-    app.conf.broker_url = redis_url
+    app.conf.CELERY_BROKER_URL = redis_url  # the namespaced key: an unprefixed one does not override it
     store, streams = DjangoStateStore(), RedisStreamManager(redis_url)
     executor = CeleryExecutor(store, streams, queue=queue, poll_interval=0.05)
     stops, round_trips = [], []

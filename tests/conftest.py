@@ -130,16 +130,13 @@ def celery_worker(test_database: str, redis_url: str) -> Iterator[dict[str, str]
         "HELIX_WORKER_CONCURRENCY": "20",
         "HELIX_AGENT_MODULES": "workers.demo_agents,tests.agents",
     }
-    from tests.live import start_celery_worker
+    from tests.live import start_celery_worker, use_broker
 
     log_path = Path(tempfile.mkdtemp(prefix="helix-celery-")) / "worker.log"
     process = start_celery_worker(env, queue, log_path)
-    from helix_site.celery import app as celery_app
-
-    previous = celery_app.conf.broker_url
-    celery_app.conf.broker_url = redis_url
+    previous = use_broker(redis_url)
     yield {"queue": queue, "log": str(log_path), "database": test_database}
-    celery_app.conf.broker_url = previous
+    use_broker(previous)
     process.terminate()
     try:
         process.wait(20)

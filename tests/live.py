@@ -52,6 +52,19 @@ def daphne(env: dict[str, str]) -> Iterator[int]:
             process.kill()
 
 
+def use_broker(url: str) -> str:
+    """Point this process's Celery app at the broker ``url`` and return the one it used. The app
+    reads its settings under the ``CELERY_`` namespace, which an unprefixed key such as
+    ``broker_url`` does not override (Celery 5.6), so the prefixed key is set; the app's pooled
+    connections to the previous broker are closed."""
+    from helix_site.celery import app
+
+    previous = str(app.conf.broker_url)
+    app.conf.CELERY_BROKER_URL = url
+    app.close()
+    return previous
+
+
 def start_celery_worker(env: dict[str, str], name: str, log_path: Path) -> subprocess.Popen[bytes]:
     """A ``celery -A helix_site worker`` process named ``name``; returns once it is ready."""
     process = subprocess.Popen(

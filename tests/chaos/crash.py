@@ -109,9 +109,9 @@ def main() -> None:
     redis_url = args.redis_url or os.environ["HELIX_TEST_REDIS_URL"]
     database = Path(tempfile.mkdtemp(prefix="helix-chaos-db-")) / "chaos.sqlite3"
     setup_django(database, redis_url)
-    from helix_site.celery import app as celery_app
+    from tests.live import use_broker
 
-    celery_app.conf.broker_url = redis_url
+    use_broker(redis_url)
     pool = WorkerPool(f"sqlite:///{database}", redis_url)
     pool.start()
     rng = random.Random(args.seed)

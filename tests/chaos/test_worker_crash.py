@@ -12,6 +12,7 @@ from chat.state.store import DjangoStateStore
 from streams.backends import RedisStreamManager
 from tests.chaos.crash import inspect, reference_conversation, run_once
 from tests.chaos.harness import WorkerPool
+from tests.live import use_broker
 from workers.executors import CeleryExecutor
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,15 +20,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(scope="module")
 def pool(test_database: str, redis_url: str) -> Iterator[WorkerPool]:
-    from helix_site.celery import app as celery_app
-
-    previous = celery_app.conf.broker_url
-    celery_app.conf.broker_url = redis_url
+    previous = use_broker(redis_url)
     workers = WorkerPool(test_database, redis_url)
     workers.start()
     yield workers
     workers.stop()
-    celery_app.conf.broker_url = previous
+    use_broker(previous)
 
 
 @pytest.mark.parametrize("kill_after", [0.4, 1.2, 2.0])

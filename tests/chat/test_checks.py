@@ -63,11 +63,12 @@ def test_a_visibility_timeout_shorter_than_a_run_is_an_error(settings: Any) -> N
     previous = (conf.broker_url, conf.broker_transport_options)
     celery_helix = helix(settings, EXECUTOR="celery", RUN_TIME_LIMIT_SECONDS=1800)
     try:
-        conf.broker_url = "redis://127.0.0.1:6379/0"
-        conf.broker_transport_options = {}  # kombu's default: an hour
+        # The app reads CELERY_-prefixed keys, which unprefixed ones do not override (Celery 5.6).
+        conf.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+        conf.CELERY_BROKER_TRANSPORT_OPTIONS = {}  # kombu's default: an hour
         assert ids(DEBUG=True, HELIX=celery_helix) == []
-        conf.broker_transport_options = {"visibility_timeout": 600}
+        conf.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600}
         assert ids(DEBUG=True, HELIX=celery_helix) == ["helix.E109"]
         assert ids(DEBUG=True, HELIX=helix(settings, EXECUTOR="inprocess")) == []
     finally:
-        conf.broker_url, conf.broker_transport_options = previous
+        conf.CELERY_BROKER_URL, conf.CELERY_BROKER_TRANSPORT_OPTIONS = previous
