@@ -320,9 +320,11 @@ def chat_body(text: str, session_id: str, agent: str = "chat") -> dict[str, Any]
     }
 
 
-async def chat(port: int, token: str, text: str, *, agent: str = "chat") -> tuple[str, ChatResult]:
-    """POST a new message to a new session and read its stream to the end."""
-    session_id = str(uuid.uuid4())
+async def chat(
+    port: int, token: str, text: str, *, agent: str = "chat", session_id: str | None = None
+) -> tuple[str, ChatResult]:
+    """POST a new message to a new session (``session_id``, or a fresh one) and read its stream to the end."""
+    session_id = session_id or str(uuid.uuid4())
     return session_id, await request(
         port, "POST", f"/api/chat/{session_id}", token=token, body=chat_body(text, session_id, agent)
     )
