@@ -11,3 +11,6 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         from chat import checks  # noqa: F401  (registers the system checks)
+        from chat.state import cascade
+
+        cascade.connect()

@@ -20,6 +20,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
+from redis.exceptions import RedisError
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, CSRFCheck
 from rest_framework.permissions import BasePermission
@@ -42,7 +43,7 @@ from chat.http.access import Caller, HelixCaller, caller_of, session_access
 from chat.session_ids import canonical_session_id
 from chat.state.db import db
 from streams.conf import helix_settings
-from streams.exceptions import HelixError, ValidationError
+from streams.exceptions import HelixError, StreamUnavailableError, ValidationError
 from workers.exceptions import DatabaseUnavailableError
 
 __all__ = ["HelixAPIView", "HelixAccessMixin", "error_json", "helix_exception_handler"]
@@ -71,6 +72,9 @@ def _as_helix_error(exc: Exception) -> HelixError | None:
     if isinstance(exc, (OperationalError, InterfaceError)):  # a sync view's query: as db() does
         logger.warning("the database failed a request: %s: %s", type(exc).__name__, exc)
         return DatabaseUnavailableError()
+    if isinstance(exc, RedisError):  # the Redis of throttling or a cache: the stream store's too, most often
+        logger.warning("Redis failed a request: %s: %s", type(exc).__name__, exc)
+        return StreamUnavailableError("-", "The stream store is unavailable; try again shortly")
     if isinstance(exc, Http404):
         return SessionNotFoundError(str(exc) or "Not found")
     if isinstance(exc, exceptions.Throttled):

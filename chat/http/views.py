@@ -31,7 +31,6 @@ from chat.services import get_handler
 from chat.session_ids import body_session_id, new_session_id
 from chat.state.db import db
 from chat.state.store import DjangoStateStore
-from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import ValidationError
 from streams.sse import extract_resume_position
@@ -130,8 +129,7 @@ class ChatView(_ResumeMixin):
     async def delete(self, request: Request, session_id: str) -> HttpResponseBase:
         self.require_session()
         await DjangoStateStore().request_stop(session_id)
-        await ChatSession.objects.filter(pk=session_id).adelete()
-        await get_stream_manager().delete_stream(session_id)
+        await ChatSession.objects.filter(pk=session_id).adelete()  # its stream goes with it (chat.state.cascade)
         return HttpResponse(status=204)
 
 

@@ -28,7 +28,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import streams.backends.redis_scripts as redis_scripts
@@ -153,9 +153,13 @@ class RedisStreamManager(StreamManager):
         return 0 if not seconds else max(1, int(seconds * 1000))
 
     async def _call(self, stream_id: str, action: Callable[[], Awaitable[T]], epoch: int | None = None) -> T:
-        """Run one Redis operation, mapping failures to typed errors."""
+        """Run one Redis operation, mapping failures to typed errors. Redis out of memory
+        (``maxmemory`` reached, no eviction) refuses writes until room is made: like Redis away,
+        writes that are safe to repeat wait for it for a while."""
         try:
             return await action()
+        except OutOfMemoryError as exc:
+            raise StreamUnavailableError(stream_id, f"Redis is out of memory: {exc}") from exc
         except ResponseError as exc:
             message = str(exc)
             if message.startswith("HELIX_NOT_FOUND"):

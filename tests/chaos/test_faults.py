@@ -11,6 +11,7 @@ memory flat. The README's reliability section quotes the table these tests make 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,8 +21,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
-from chat.models import Message, Run
-from tests.chaos.topology import ChatResult, Topology, chat
+from chat.models import ChatSession, Message, Run
+from tests.chaos import report
+from tests.chaos.topology import ChatResult, Topology, chat, request
 from tests.live import use_broker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,7 +77,7 @@ def run_ends(session_ids: list[str]) -> dict[str, float]:
     return {str(session): now - (now_wall - end).total_seconds() if end else now for session, end in ends}
 
 
-async def settle(tasks: Chats, cleared_at: float) -> list[tuple[str, ChatResult]]:
+async def settle(tasks: Chats, cleared_at: float, site: Topology) -> list[tuple[str, ChatResult]]:
     """Every client's result. A client may stream on past the fault while its run carries on (a
     restart that lost nothing); one still open 5 s after both the fault cleared and its run ended
     hangs, and fails the test."""
@@ -86,7 +88,8 @@ async def settle(tasks: Chats, cleared_at: float) -> list[tuple[str, ChatResult]
             for session_id in pending:
                 tasks[session_id].cancel()
             raise AssertionError(
-                f"{len(pending)} of {len(tasks)} clients hang 5 s after the fault cleared and their runs ended"
+                f"{len(pending)} of {len(tasks)} clients hang 5 s after the fault cleared and their runs ended: "
+                f"{pending}\n{site.log_tail()}"
             )
         await asyncio.sleep(0.25)
     return [task.result() for task in tasks.values()]
@@ -95,7 +98,10 @@ async def settle(tasks: Chats, cleared_at: float) -> list[tuple[str, ChatResult]
 async def check_clients(results: list[tuple[str, ChatResult]], cleared_at: float) -> None:
     ends = await sync_to_async(run_ends)([session_id for session_id, _ in results])
     for session_id, result in results:
-        assert result.status == 200, (session_id, result.status, result.body[:300])
+        if result.status != 200:  # refused before the first byte: a typed JSON error, never a page
+            assert result.status in (429, 503), (session_id, result.status, result.body[:300])
+            assert json.loads(result.body)["code"], result.body
+            continue
         assert result.done, f"{session_id}: the stream did not end with [DONE]: {result.body[-300:]!r}"
         assert result.finished or result.errors, f"{session_id}: neither the answer nor an error"
         deadline = max(cleared_at, ends.get(session_id, cleared_at)) + 5
@@ -104,9 +110,10 @@ async def check_clients(results: list[tuple[str, ChatResult]], cleared_at: float
             assert all(":" in error for error in result.errors), result.errors
 
 
-async def check_runs(session_ids: list[str], cleared_at: float, site: Topology) -> None:
+async def check_runs(session_ids: list[str], cleared_at: float, site: Topology) -> list[tuple[str, int]]:
     """No run stuck past twice the lease after ``cleared_at``: each is then finished, or running
-    under a live lease (a worker is on it), and every run finishes; no message stored twice."""
+    under a live lease (a worker is on it), and every run finishes; no message stored twice. The
+    runs' final status and attempt."""
 
     def open_runs() -> list[tuple[str, str, bool]]:
         from django.utils import timezone
@@ -129,22 +136,44 @@ async def check_runs(session_ids: list[str], cleared_at: float, site: Topology) 
         lambda: list(Message.objects.filter(session_id__in=session_ids).values_list("session_id", "position"))
     )()
     assert len(positions) == len(set(positions)), "a message position was stored twice"
+    return await sync_to_async(
+        lambda: list(Run.objects.filter(session_id__in=session_ids).values_list("status", "attempt"))
+    )()
 
 
-async def crash_redis_under_load(site: Topology, token: str, down: float) -> None:
+async def check_fault(
+    site: Topology, token: str, fault: str, tasks: Chats, cleared_at: float, *, memory: bool = False
+) -> list[tuple[str, ChatResult]]:
+    """Every check after a fault: the clients (:func:`settle`, :func:`check_clients`), the runs
+    (:func:`check_runs`), the processes and, with ``memory``, the web processes' memory
+    (:func:`check_memory_flat`); the fault's row goes into the suite's table. The clients' results."""
+    results = await settle(tasks, cleared_at, site)
+    await check_clients(results, cleared_at)
+    runs = await check_runs([session_id for session_id, _ in results], cleared_at, site)
+    assert site.dead_processes() == [], site.log_tail()
+    kept = await sync_to_async(
+        lambda: [str(pk) for pk in ChatSession.objects.filter(pk__in=list(tasks)).values_list("pk", flat=True)]
+    )()
+    growth = await check_memory_flat(site, token, kept[0]) if memory else ""
+    report.record(fault, results, cleared_at, runs, growth)
+    return results
+
+
+def persistence(site: Topology) -> str:
+    return "appendfsync always" if site.redis.persistence else "no persistence"
+
+
+async def crash_redis_under_load(site: Topology, token: str, down: float, *, memory: bool = False) -> None:
     """Kill Redis while clients stream, start it again ``down`` seconds later, and check every
     client, every run and every process."""
     tasks = await many_chats(site, token)
     await asyncio.to_thread(site.redis.restart, down)
-    cleared_at = time.monotonic()
-    results = await settle(tasks, cleared_at)
-    await check_clients(results, cleared_at)
-    await check_runs([session_id for session_id, _ in results], cleared_at, site)
-    assert site.dead_processes() == [], site.log_tail()
+    fault = f"Redis killed mid-run ({persistence(site)}), back after {down:g} s"
+    await check_fault(site, token, fault, tasks, time.monotonic(), memory=memory)
 
 
 async def test_redis_crashes_mid_run_and_comes_back_after_3_s(topology: Topology, token: str) -> None:
-    await crash_redis_under_load(topology, token, 3.0)
+    await crash_redis_under_load(topology, token, 3.0, memory=True)
 
 
 async def test_five_redis_restarts_under_load_leave_every_worker_alive(topology: Topology, token: str) -> None:
@@ -177,14 +206,90 @@ async def test_a_10_s_database_stall_takes_over_no_healthy_run(topology: Topolog
     late = str(uuid.uuid4())
     tasks[late] = asyncio.ensure_future(chat(topology.ports[0], token, "Asked during the stall", session_id=late))
     await stall
-    cleared_at = time.monotonic()
-    results = await settle(tasks, cleared_at)
-    await check_clients(results, cleared_at)
+    fault = "the database stalls 10 s (the runs' rows locked), a chat posted meanwhile"
+    results = await check_fault(topology, token, fault, tasks, time.monotonic())
     for session_id, result in results:
         assert result.finished and not result.errors, (session_id, result.errors)
-    await check_runs([session_id for session_id, _ in results], cleared_at, topology)
     attempts = await sync_to_async(
         lambda: list(Run.objects.filter(session_id__in=list(tasks)).values_list("status", "attempt"))
     )()
     assert attempts == [("completed", 1)] * len(tasks), attempts
-    assert topology.dead_processes() == [], topology.log_tail()
+
+
+async def check_memory_flat(site: Topology, token: str, session_id: str, requests: int = 3000) -> str:
+    """Each web process still answers, and its memory stays flat over ``requests`` more requests
+    (resumes of a finished stream and reads of its messages): a fault that broke something
+    inside Daphne would show as growth per request. The growth, per process."""
+
+    async def burst(count: int) -> None:
+        paths = [f"/api/chat/{session_id}/stream", f"/api/chat/{session_id}/messages"]
+        semaphore = asyncio.Semaphore(20)
+
+        async def one(i: int) -> None:
+            async with semaphore:
+                result = await request(site.ports[i % len(site.ports)], "GET", paths[i % 2], token=token)
+                assert result.status in (200, 204), (result.status, result.body[:300])
+
+        await asyncio.gather(*(one(i) for i in range(count)))
+
+    await burst(1000)  # warm: caches, pools, the allocator's arenas
+    before = site.daphne_rss_kib()
+    await burst(requests)
+    grown = [after - start for start, after in zip(before, site.daphne_rss_kib(), strict=True)]
+    assert all(kib < 4096 for kib in grown), f"web processes grew {grown} KiB over {requests} requests"
+    return " / ".join(f"{kib / 1024:+.1f} MiB" for kib in grown)
+
+
+async def test_a_session_deleted_while_it_streams_ends_its_clients(topology: Topology, token: str) -> None:
+    """Deleting sessions mid-run, through the API or through the ORM in another process of the
+    site (the admin, a retention job, a host site's own code), ends their clients with a typed
+    error or the answer, never a hang; the other sessions are not disturbed; nothing breaks inside
+    the web processes, whose memory stays flat."""
+    tasks = await many_chats(topology, token, count=8)
+    doomed = list(tasks)[:4]
+    for session_id in doomed[:2]:
+        deleted = await request(topology.ports[1], "DELETE", f"/api/chat/{session_id}", token=token)
+        assert deleted.status == 204, deleted.body
+    await asyncio.to_thread(
+        topology.manage,
+        "shell",
+        "-c",
+        f"from chat.models import ChatSession; ChatSession.objects.filter(pk__in={doomed[2:]!r}).delete()",
+    )
+    fault = "4 of 8 sessions deleted while they stream (2 by the API, 2 by the ORM)"
+    results = await check_fault(topology, token, fault, tasks, time.monotonic(), memory=True)
+    for session_id, result in results:
+        if session_id not in doomed:
+            assert result.finished and not result.errors, (session_id, result.errors)
+
+
+@pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
+async def test_redis_down_past_the_retry_window_fails_runs_and_ends_clients(topology: Topology, token: str) -> None:
+    """Redis away for 40 s, past every retry window (30 s): connected clients end with a typed
+    error instead of hanging, their runs fail (or finish, if they were written before) and none
+    stays open, the workers are alive, and a new chat is answered once Redis is back."""
+    tasks = await many_chats(topology, token, count=8)
+    await asyncio.to_thread(topology.redis.restart, 40.0)
+    fault = "Redis down 40 s (past the 30 s retry window)"
+    await check_fault(topology, token, fault, tasks, time.monotonic(), memory=True)
+    _, result = await chat(topology.ports[1], token, "Back?")
+    assert result.finished, result.body[-500:]
+
+
+@pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
+async def test_redis_full_refuses_chats_typed_and_wedges_nothing(topology: Topology, token: str) -> None:
+    """Redis full (``maxmemory``, no eviction) for 5 s: streams in flight end with a typed error
+    (or their answer), chats posted meanwhile are refused with a typed 503 or fail typed, no run
+    stays queued or running, no worker dies, and chats are answered once there is room again."""
+    tasks = await many_chats(topology, token, count=8)
+    await asyncio.to_thread(topology.redis.fill_up)
+    await asyncio.sleep(1.0)
+    for i in range(4):
+        late = str(uuid.uuid4())
+        tasks[late] = asyncio.ensure_future(chat(topology.ports[i % 2], token, "Asked while full", session_id=late))
+    await asyncio.sleep(4.0)
+    await asyncio.to_thread(topology.redis.unlimit)
+    fault = "Redis full (maxmemory, noeviction) for 5 s, 4 chats posted meanwhile"
+    await check_fault(topology, token, fault, tasks, time.monotonic(), memory=True)
+    _, result = await chat(topology.ports[1], token, "Room again?")
+    assert result.finished, result.body[-500:]

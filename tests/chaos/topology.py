@@ -43,11 +43,10 @@ class RedisServer:
     """A ``redis-server`` on a free port that can be killed and started again on the same port,
     with its data on disk (``appendfsync always``) or in memory only."""
 
-    def __init__(self, *, persistence: bool, maxmemory: str | None = None) -> None:
+    def __init__(self, *, persistence: bool) -> None:
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="helix-chaos-redis-"))
         self.persistence = persistence
-        self.maxmemory = maxmemory
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -56,7 +55,6 @@ class RedisServer:
 
     def start(self) -> None:
         durable = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistence else ["--appendonly", "no"]
-        memory = ["--maxmemory", self.maxmemory, "--maxmemory-policy", "noeviction"] if self.maxmemory else []
         log = self.dir / "redis.log"
         self.process = subprocess.Popen(
             [
@@ -70,7 +68,6 @@ class RedisServer:
                 "--save",
                 "",
                 *durable,
-                *memory,
                 "--logfile",
                 str(log),
             ],
@@ -91,8 +88,19 @@ class RedisServer:
         time.sleep(down)
         self.start()
 
-    def set_maxmemory(self, value: str) -> None:
-        subprocess.run(["redis-cli", "-p", str(self.port), "config", "set", "maxmemory", value], check=True)
+    def cli(self, *args: str) -> str:
+        done = subprocess.run(["redis-cli", "-p", str(self.port), *args], check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    def fill_up(self) -> None:
+        """Redis full: its memory limit set below what it uses, with no eviction, so every write
+        that needs memory is refused (``OOM command not allowed``) until :meth:`unlimit`."""
+        info = dict(line.split(":", 1) for line in self.cli("info", "memory").splitlines() if ":" in line)
+        self.cli("config", "set", "maxmemory-policy", "noeviction")
+        self.cli("config", "set", "maxmemory", str(int(info["used_memory"]) // 2))
+
+    def unlimit(self) -> None:
+        self.cli("config", "set", "maxmemory", "0")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -187,6 +195,15 @@ class Topology:
     @property
     def ports(self) -> list[int]:
         return [port for port, _ in self.daphnes]
+
+    def manage(self, *args: str) -> str:
+        """Run ``manage.py`` with ``args`` as another process of the site (its settings, its
+        database, its stream store); its output."""
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
 
     def dead_processes(self) -> list[str]:
         """The processes of the topology that exited (none should)."""

@@ -44,3 +44,27 @@ def test_cleanup_removes_old_idle_sessions_and_their_streams() -> None:
     assert async_to_sync(manager.get_stream_info)(str(old.pk)) is None
     assert async_to_sync(manager.get_stream_info)(str(recent.pk)) is not None
     assert uuid.UUID(str(recent.pk))
+
+
+def test_a_session_deleted_any_way_takes_its_stream_once_the_deletion_commits() -> None:
+    """The admin, a user's cascade or a host site's own query: the stream goes with the session,
+    and only if the deletion commits."""
+    from django.db import transaction
+
+    manager = get_stream_manager()
+    kept, deleted, owned = (ChatSession.objects.create(agent="chat") for _ in range(3))
+    owned.owner = User.objects.create_user(f"leaving-{uuid.uuid4().hex[:8]}")
+    owned.save()
+    for session in (kept, deleted, owned):
+        async_to_sync(manager.create_writer)(str(session.pk), "run")
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        ChatSession.objects.filter(pk=kept.pk).delete()
+        raise RuntimeError("rolled back")
+    assert async_to_sync(manager.get_stream_info)(str(kept.pk)) is not None
+
+    ChatSession.objects.filter(pk=deleted.pk).delete()
+    owned.owner.delete()  # the user's sessions go by cascade, and their streams with them
+    for session in (deleted, owned):
+        assert async_to_sync(manager.get_stream_info)(str(session.pk)) is None
+    assert async_to_sync(manager.get_stream_info)(str(kept.pk)) is not None

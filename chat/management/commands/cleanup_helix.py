@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
@@ -28,8 +27,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Would delete {len(ids)} sessions idle since {cutoff:%Y-%m-%d}")
             return
         manager = get_stream_manager()
-        for session_id in ids:
-            async_to_sync(manager.delete_stream)(session_id)
+        # Their streams go with them (chat.state.cascade).
         deleted = ChatSession.objects.filter(pk__in=ids).delete()[1].get("helix_chat.ChatSession", 0)
         swept = manager.cleanup() if isinstance(manager, InMemoryStreamManager) else 0
         self.stdout.write(
