@@ -128,6 +128,8 @@ HELIX = {
     "THROTTLE_RATES": {"helix_chat": env_str("HELIX_CHAT_RATE", "30/minute")},
     "SLOW_CLIENT_TIMEOUT_SECONDS": float(env_str("HELIX_SLOW_CLIENT_TIMEOUT", "30")),
     "MAX_STREAMS_PER_CALLER": int(env_str("HELIX_MAX_STREAMS_PER_CALLER", "16")),
+    "SERVER_MAX_BODY_BYTES": 2 * 1024 * 1024,  # the demo site takes no uploads
+    "SERVER_HEADER_TIMEOUT_SECONDS": float(env_str("HELIX_SERVER_HEADER_TIMEOUT_SECONDS", "10")),
     "RUN_TIME_LIMIT_SECONDS": RUN_TIME_LIMIT_SECONDS,
     "LEASE_SECONDS": float(env_str("HELIX_LEASE_SECONDS", "4")),
     "HEARTBEAT_SECONDS": float(env_str("HELIX_HEARTBEAT_SECONDS", "1")),

@@ -29,6 +29,10 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         "MAX_MESSAGE_CHARS": 20_000,       # longest user message
         "MAX_MESSAGES": 500,               # longest history a POST may carry
         "MAX_BODY_BYTES": 1_048_576,       # largest chat POST body
+        "SERVER_MAX_BODY_BYTES": 10_485_760,  # under Daphne: any request body of the site past this
+                                           # is refused (413) while it arrives; None: no limit
+        "SERVER_HEADER_TIMEOUT_SECONDS": 10.0,  # under Daphne: a new connection's request headers
+                                           # must be complete this soon; None: no deadline
         "CONTENT_REPLAY": True,            # resumed streams replay the in-flight content
         "DOUBLE_TEXTING": "reattach",      # a POST while a run is in flight: reject, reattach,
                                            # interrupt or enqueue (see chat.http.double_texting)
@@ -81,6 +85,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_CHARS": 20_000,
     "MAX_MESSAGES": 500,
     "MAX_BODY_BYTES": 1_048_576,
+    "SERVER_MAX_BODY_BYTES": 10_485_760,
+    "SERVER_HEADER_TIMEOUT_SECONDS": 10.0,
     "CONTENT_REPLAY": True,
     "DOUBLE_TEXTING": "reattach",
     "DOUBLE_TEXTING_WAIT_SECONDS": 30.0,

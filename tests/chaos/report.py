@@ -16,7 +16,7 @@ class FaultRow:
     clients: int
     answered: int  # clients that got the whole answer (``finish``)
     errors: str  # the typed errors the others got, by code
-    last_end: float  # seconds after the fault cleared when the last client ended (<0: before)
+    last_end: float | None  # seconds after the fault cleared when the last client ended (<0: before)
     runs: str  # the runs' final states, by status and attempts
     memory: str = ""  # the web processes' growth over 3,000 requests after the fault
 
@@ -53,7 +53,8 @@ def table() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r.fault} | {r.clients} | {r.answered} | {r.errors} | {r.last_end:+.1f} s | {r.runs} | {r.memory or 'not measured'} |"
+        f"| {r.fault} | {r.clients} | {r.answered} | {r.errors} | {'n/a' if r.last_end is None else f'{r.last_end:+.1f} s'} "
+        f"| {r.runs} | {r.memory or 'not measured'} |"
         for r in ROWS
     ]
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from rest_framework.authtoken.models import Token
 
 from chat.models import ChatSession, Message, Run
 from tests.chaos import report
-from tests.chaos.topology import ChatResult, Topology, chat, request
+from tests.chaos.topology import ChatResult, Topology, chat, request, rss_kib
 from tests.live import use_broker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,7 +43,7 @@ def topology(request: pytest.FixtureRequest, test_database: str) -> Iterator[Top
     site = Topology(
         test_database,
         persistence=request.param,
-        extra_env={"HELIX_MAX_STREAMS_PER_CALLER": "1000"},
+        extra_env={"HELIX_MAX_STREAMS_PER_CALLER": "1000", "HELIX_SERVER_HEADER_TIMEOUT_SECONDS": "3"},
     )
     site.start()
     previous = use_broker(site.redis.url)
@@ -293,3 +293,98 @@ async def test_redis_full_refuses_chats_typed_and_wedges_nothing(topology: Topol
     await check_fault(topology, token, fault, tasks, time.monotonic(), memory=True)
     _, result = await chat(topology.ports[1], token, "Room again?")
     assert result.finished, result.body[-500:]
+
+
+async def _upload(port: int, head: str, body_parts: int, part: bytes) -> tuple[bytes, int]:
+    """Send ``head`` and up to ``body_parts`` chunks of ``part`` (chunked encoding) while reading
+    the answer, as an HTTP client does, and stop sending once it comes: the answer, and how many
+    parts were sent."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    answer = asyncio.ensure_future(reader.read())
+    sent = 0
+    try:
+        writer.write(head.encode())
+        frame = f"{len(part):x}\r\n".encode() + part + b"\r\n"
+        while sent < body_parts and not answer.done():
+            writer.write(frame)
+            await asyncio.wait_for(writer.drain(), 10)
+            sent += 1
+        if not answer.done():
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+    except (OSError, TimeoutError):
+        pass  # the server stopped reading
+    try:
+        return await asyncio.wait_for(answer, 10), sent
+    except (OSError, TimeoutError):
+        return b"", sent
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
+async def test_a_100_mb_upload_is_refused_while_it_arrives_and_costs_nothing(topology: Topology, token: str) -> None:
+    """An unauthenticated 100 MB chunked upload is refused with a typed 413 long before its end,
+    before any view (or authentication) runs, and the web process does not keep it; one that
+    declares 100 MB is refused before it sends any."""
+    port, pid = topology.daphnes[0][0], topology.daphnes[0][1].pid
+    before = rss_kib(pid)
+    head = f"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+    answer, sent = await _upload(port, head, 100 * 16, b"x" * 65536)  # 100 MiB in 64 KiB chunks
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:300]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == "PAYLOAD_TOO_LARGE"
+    assert sent < 100 * 16, "the whole body was taken before the refusal"
+    declared = f"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {100 * 2**20}\r\n\r\n"
+    answer, _ = await _upload(port, declared, 0, b"")
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:300]
+    grown = rss_kib(pid) - before
+    assert grown < 8 * 1024, f"Daphne grew {grown} KiB for refused uploads"
+    report.ROWS.append(
+        report.FaultRow(
+            "an unauthenticated 100 MB chunked upload",
+            1,
+            0,
+            "1 HTTP 413 PAYLOAD_TOO_LARGE",
+            None,
+            f"refused after {sent * 64} KiB of 102,400",
+            f"{grown / 1024:+.1f} MiB (for the upload)",
+        )
+    )
+
+
+@pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
+async def test_a_connection_that_sends_its_headers_a_byte_at_a_time_is_dropped(topology: Topology, token: str) -> None:
+    """Slow headers (a byte every half second, which restarts Twisted's idle timeout every time)
+    lose the connection at the header deadline (3 s here), while the server goes on answering."""
+    port = topology.ports[0]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    opened = time.monotonic()
+    head = f"GET /api/agents HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: {'z' * 100}\r\n\r\n".encode()
+    dropped_at = None
+    for byte in head:
+        try:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            if await asyncio.wait_for(reader.read(1), 0.5) == b"":
+                dropped_at = time.monotonic() - opened
+                break
+        except TimeoutError:
+            continue
+        except OSError:
+            dropped_at = time.monotonic() - opened
+            break
+    writer.close()
+    assert dropped_at is not None and dropped_at < 3 + 2, f"a slow-header connection was kept {dropped_at}"
+    result = await request(port, "GET", "/api/agents", token=token)
+    assert result.status == 200, result.body[:300]
+    report.ROWS.append(
+        report.FaultRow(
+            "a client sending its headers a byte every 0.5 s",
+            1,
+            0,
+            "connection dropped",
+            None,
+            f"dropped after {dropped_at:.1f} s (deadline 3 s)",
+            "not measured",
+        )
+    )
