@@ -43,7 +43,11 @@ def topology(request: pytest.FixtureRequest, test_database: str) -> Iterator[Top
     site = Topology(
         test_database,
         persistence=request.param,
-        extra_env={"HELIX_MAX_STREAMS_PER_CALLER": "1000", "HELIX_SERVER_HEADER_TIMEOUT_SECONDS": "3"},
+        extra_env={
+            "HELIX_MAX_STREAMS_PER_CALLER": "1000",
+            "HELIX_SERVER_HEADER_TIMEOUT_SECONDS": "3",
+            "HELIX_SLOW_CLIENT_TIMEOUT": "10",
+        },
     )
     site.start()
     previous = use_broker(site.redis.url)
@@ -386,5 +390,84 @@ async def test_a_connection_that_sends_its_headers_a_byte_at_a_time_is_dropped(t
             None,
             f"dropped after {dropped_at:.1f} s (deadline 3 s)",
             "not measured",
+        )
+    )
+
+
+async def _long_stream(site: Topology, token: str, chunks: int, size: int) -> str:
+    """A finished session of the token's user whose stream holds ``chunks`` text deltas of
+    ``size`` bytes: a long answer for slow clients to resume."""
+    from streams.backends.redis import RedisStreamManager
+
+    def record() -> tuple[str, str]:
+        user = Token.objects.get(key=token).user
+        session = ChatSession.objects.create(agent="chat", owner=user)
+        run = Run.objects.create(session=session, agent="chat", status="completed", message_id="m-long")
+        return str(session.pk), str(run.pk)
+
+    session_id, run_id = await sync_to_async(record)()
+    store = RedisStreamManager(site.redis.url)
+    writer = await store.create_writer(session_id, run_id, "chat")
+    for _ in range(0, chunks, 500):
+        await writer.write_many([{"type": "text_delta", "delta": "x" * size} for _ in range(500)])
+    await store.end_stream(session_id)
+    await store.aclose()
+    return session_id
+
+
+async def _stalled_clients(
+    port: int, token: str, session_id: str, count: int
+) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """``count`` clients that resume the whole stream and then read nothing (their writers are
+    kept: one garbage-collected closes its connection)."""
+    clients = []
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"GET /api/chat/{session_id}/stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Authorization: Token {token}\r\nLast-Event-ID: 0\r\n\r\n".encode()
+        )
+        await writer.drain()
+        clients.append((reader, writer))
+    return clients
+
+
+@pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
+async def test_clients_that_stop_reading_hold_little_and_are_dropped(topology: Topology, token: str) -> None:
+    """Clients that resume a 20 MB answer and read nothing: each added one makes the web process
+    hold well under 1 MiB (2.7 MB before the bound), every one is dropped before the end once it
+    has read nothing for the slow-client timeout (10 s here), and memory is flat after."""
+    session_id = await _long_stream(topology, token, 20_000, 1000)
+    port, process = topology.daphnes[0]
+    first = await _stalled_clients(port, token, session_id, 100)
+    await asyncio.sleep(3.0)  # each has filled its socket and Daphne's buffer
+    with_100 = rss_kib(process.pid)
+    second = await _stalled_clients(port, token, session_id, 100)
+    await asyncio.sleep(3.0)
+    per_client = (rss_kib(process.pid) - with_100) / 100
+    assert per_client < 1024, f"each stalled client holds {per_client:.0f} KiB"
+    await asyncio.sleep(10.0 + 5.0 - 3.0)  # past the timeout of the second wave (reading would unstall it)
+    outcomes = []
+    for reader, writer in first + second:  # dropped: the connection closed before the end (or reset)
+        try:
+            body = await asyncio.wait_for(reader.read(), 5)
+            outcomes.append(("eof", len(body), body.endswith(b"data: [DONE]\n\n")))
+        except ConnectionResetError:
+            outcomes.append(("reset", 0, False))
+        except TimeoutError:
+            outcomes.append(("open", 0, False))
+        writer.close()
+    kept = [i for i, (how, _, done) in enumerate(outcomes) if how == "open" or done]
+    assert not kept, f"stalled clients kept open or to the end: {kept}"
+    growth = await check_memory_flat(topology, token, session_id)
+    report.ROWS.append(
+        report.FaultRow(
+            "200 SSE clients resume a 20 MB answer and stop reading",
+            200,
+            0,
+            "dropped after the 10 s slow-client timeout, before the end",
+            None,
+            f"{per_client:.0f} KiB held per added client",
+            growth,
         )
     )
