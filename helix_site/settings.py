@@ -105,7 +105,11 @@ RUN_TIME_LIMIT_SECONDS = int(env_str("HELIX_RUN_TIME_LIMIT", "1800"))
 HELIX = {
     "STREAMS": {
         "BACKEND": _stream_backend,
-        "OPTIONS": {"url": REDIS_URL} if _stream_backend == "redis" else {},
+        "OPTIONS": (
+            {"url": REDIS_URL, "retry_timeout": float(env_str("HELIX_REDIS_RETRY_TIMEOUT", "30"))}
+            if _stream_backend == "redis"
+            else {}
+        ),
     },
     "EXECUTOR": env_choice("HELIX_EXECUTOR", "inprocess", ("inprocess", "celery")),
     "CELERY_QUEUE": env_str("HELIX_CELERY_QUEUE", "helix"),
