@@ -114,6 +114,7 @@ def test_environment_variables_configure_the_site() -> None:
         "DJANGO_SECRET_KEY": "s3cret",
         "HELIX_ALLOW_ANONYMOUS": "1",
         "HELIX_SLOW_CLIENT_TIMEOUT": "12.5",
+        "HELIX_REDIS_RETRY_TIMEOUT": "45",
     }
     expression = (
         "settings.HELIX['STREAMS'], settings.HELIX['EXECUTOR'], settings.HELIX['ALLOW_ANONYMOUS'],"
@@ -121,7 +122,8 @@ def test_environment_variables_configure_the_site() -> None:
         " settings.DATABASES['default']['NAME'], settings.SECRET_KEY, settings.CELERY_BROKER_URL"
     )
     assert _settings_in_subprocess(env, expression) == (
-        "({'BACKEND': 'redis', 'OPTIONS': {'url': 'redis://cache:6380/3'}}, 'celery', True, 12.5, True, "
+        "({'BACKEND': 'redis', 'OPTIONS': {'url': 'redis://cache:6380/3', 'retry_timeout': 45.0}}, 'celery', True, "
+        "12.5, True, "
         "['chat.example.com', 'api.example.com'], '/srv/helix/chat.sqlite3', 's3cret', 'redis://cache:6380/3')"
     )
     # Every key the demo site sets is one Helix knows (the check for unknown keys would say so).

@@ -179,8 +179,16 @@ class Topology:
         for index in range(self.daphne_count):
             self.daphnes.append(self._start_daphne(index))
 
-    def _start_daphne(self, index: int) -> tuple[int, subprocess.Popen[bytes]]:
-        port = free_port()
+    def restart_daphne(self, index: int, down: float) -> None:
+        """SIGKILL web process ``index`` and start it again on its port ``down`` seconds later."""
+        port, process = self.daphnes[index]
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        time.sleep(down)
+        self.daphnes[index] = self._start_daphne(index, port)
+
+    def _start_daphne(self, index: int, port: int | None = None) -> tuple[int, subprocess.Popen[bytes]]:
+        port = port or free_port()
         log = self.logs / f"daphne-{index + 1}.log"
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "helix_site.asgi:application"],
@@ -259,6 +267,12 @@ class ChatResult:
         return any(e.get("type") == "finish" for e in self.events)
 
     @property
+    def ids(self) -> list[int]:
+        """The SSE event ids (stream sequences) the response carried."""
+        text = self.body.decode(errors="replace")
+        return [int(line[4:]) for line in text.splitlines() if line.startswith("id: ")]
+
+    @property
     def errors(self) -> list[str]:
         return [str(e.get("errorText")) for e in self.events if e.get("type") == "error"]
 
@@ -292,11 +306,19 @@ async def _body(reader: asyncio.StreamReader, headers: dict[str, str]) -> Any:
 
 
 async def request(
-    port: int, method: str, path: str, *, token: str, body: Any = None, headers: dict[str, str] | None = None
+    port: int,
+    method: str,
+    path: str,
+    *,
+    token: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
 ) -> ChatResult:
-    """One request to the Daphne on ``port``, read to its end (or until the connection breaks)."""
+    """One request to the Daphne on ``port`` (a JSON ``body``, or ``raw`` bytes), read to its end
+    (or until the connection breaks)."""
     result = ChatResult()
-    payload = b"" if body is None else json.dumps(body).encode()
+    payload = raw if raw is not None else b"" if body is None else json.dumps(body).encode()
     lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Authorization: Token {token}"]
     lines += [f"Content-Length: {len(payload)}", "Content-Type: application/json", "Connection: close"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
