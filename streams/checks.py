@@ -107,4 +107,8 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         seconds = getattr(helix_settings, name)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
             errors.append(Error(f"HELIX['{name}'] must be a positive number, not {seconds!r}.", id="helix.E008"))
+    for name in ("SERVER_MAX_BODY_BYTES", "SERVER_HEADER_TIMEOUT_SECONDS"):  # None: no limit
+        value = getattr(helix_settings, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            errors.append(Error(f"HELIX['{name}'] must be a positive number or None, not {value!r}.", id="helix.E008"))
     return errors

@@ -38,6 +38,9 @@ def test_unknown_keys_are_an_error(settings: Any) -> None:
         ({"THROTTLE_CLASSES": "chat.http.throttling.ChatPostThrottle"}, ["helix.E105"]),
         ({"THROTTLE_CACHE": "shared"}, ["helix.E106"]),
         ({"RUN_TIME_LIMIT_SECONDS": 0}, ["helix.E008"]),
+        ({"SERVER_MAX_BODY_BYTES": "10MB"}, ["helix.E008"]),
+        ({"SERVER_HEADER_TIMEOUT_SECONDS": 0}, ["helix.E008"]),
+        ({"SERVER_MAX_BODY_BYTES": None, "SERVER_HEADER_TIMEOUT_SECONDS": None}, []),
     ],
 )
 def test_helix_keys(settings: Any, keys: dict[str, Any], expected: list[str]) -> None:
