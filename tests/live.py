@@ -7,9 +7,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from bench.http import stop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,6 +20,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, output: Callable[[], str]) -> None:
+    """Return once ``process`` listens on ``port``; if it exits or takes over 30 s, kill it and
+    fail with the end of its ``output()``."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"{what} did not start:\n{output()[-3000:]}") from None
+            time.sleep(0.05)
 
 
 @contextmanager
@@ -32,24 +49,10 @@ def daphne(env: dict[str, str]) -> Iterator[int]:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    stderr = process.stderr.read().decode()[-2000:] if process.stderr else ""
-                    raise RuntimeError(f"daphne did not start: {stderr}") from None
-                time.sleep(0.1)
+        wait_for_port(port, process, "daphne", lambda: process.stderr.read().decode() if process.stderr else "")
         yield port
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 def use_broker(url: str) -> str:

@@ -166,6 +166,13 @@ async def check_fault(
     return results
 
 
+async def still_answers(site: Topology, token: str) -> None:
+    """After the fault, a new chat on each web process gets its answer."""
+    for port in site.ports:
+        _, result = await chat(port, token, "Still there?")
+        assert result.finished, result.body[-500:]
+
+
 def persistence(site: Topology) -> str:
     return "appendfsync always" if site.redis.persistence else "no persistence"
 
@@ -186,8 +193,7 @@ async def test_redis_crashes_mid_run_and_comes_back_after_3_s(topology: Topology
 async def test_five_redis_restarts_under_load_leave_every_worker_alive(topology: Topology, token: str) -> None:
     for restart in range(5):
         await crash_redis_under_load(topology, token, 1.0, memory=restart == 4)
-    _, result = await chat(topology.ports[0], token, "Still there?")  # and it still answers
-    assert result.finished, result.body[-500:]
+    await still_answers(topology, token)
 
 
 def stall_runs(database_url: str, session_ids: list[str], seconds: float) -> None:
@@ -272,17 +278,25 @@ async def test_a_session_deleted_while_it_streams_ends_its_clients(topology: Top
 
 
 @pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
-async def test_redis_down_past_the_retry_window_fails_runs_and_ends_clients(topology: Topology, token: str) -> None:
-    """Redis away for longer than the retry window (15 s against 10 s here; the 30 s default
-    behaves the same, 20 s later): connected clients end with a typed
-    error instead of hanging, their runs fail (or finish, if they were written before) and none
-    stays open, the workers are alive, and a new chat is answered once Redis is back."""
+@pytest.mark.parametrize("away", [True, False], ids=["down", "full"])
+async def test_redis_down_or_full_past_the_retry_window_ends_every_client(
+    topology: Topology, token: str, away: bool
+) -> None:
+    """Redis down, or full, for longer than the retry window (15 s against 10 s here; the 30 s
+    default behaves the same, 20 s later). Down: connected clients end with a typed error
+    instead of hanging and their runs fail. Full: the writers wait for room and the runs carry
+    on. Either way no run stays open, the workers are alive, and a new chat is answered after."""
     tasks = await many_chats(topology, token, count=8)
-    await asyncio.to_thread(topology.redis.restart, RETRY_WINDOW + 5.0)
-    fault = f"Redis down {RETRY_WINDOW + 5} s (past the {RETRY_WINDOW} s retry window)"
+    seconds = RETRY_WINDOW + 5.0
+    if away:
+        await asyncio.to_thread(topology.redis.restart, seconds)
+    else:
+        await asyncio.to_thread(topology.redis.fill_up)
+        await asyncio.sleep(seconds)
+        await asyncio.to_thread(topology.redis.unlimit)
+    fault = f"Redis {'down' if away else 'full'} {seconds:g} s (past the {RETRY_WINDOW} s retry window)"
     await check_fault(topology, token, fault, tasks, time.monotonic(), memory=True)
-    _, result = await chat(topology.ports[1], token, "Back?")
-    assert result.finished, result.body[-500:]
+    await still_answers(topology, token)
 
 
 @pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
@@ -300,8 +314,7 @@ async def test_redis_full_refuses_chats_typed_and_wedges_nothing(topology: Topol
     await asyncio.to_thread(topology.redis.unlimit)
     fault = "Redis full (maxmemory, noeviction) for 5 s, 4 chats posted meanwhile"
     await check_fault(topology, token, fault, tasks, time.monotonic(), memory=True)
-    _, result = await chat(topology.ports[1], token, "Room again?")
-    assert result.finished, result.body[-500:]
+    await still_answers(topology, token)
 
 
 async def _upload(port: int, head: str, body_parts: int, part: bytes) -> tuple[bytes, int]:
@@ -490,21 +503,6 @@ async def test_clients_that_stop_reading_hold_little_and_are_dropped(topology: T
 
 
 @pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
-async def test_redis_full_past_the_retry_window_fails_runs_and_ends_clients(topology: Topology, token: str) -> None:
-    """Redis full for longer than the retry window: the runs fail (their writes were refused
-    for too long) and their clients, who can still read, end with a typed error rather than
-    wait on streams whose end could not be written; chats are answered once there is room."""
-    tasks = await many_chats(topology, token, count=8)
-    await asyncio.to_thread(topology.redis.fill_up)
-    await asyncio.sleep(RETRY_WINDOW + 5.0)
-    await asyncio.to_thread(topology.redis.unlimit)
-    fault = f"Redis full for {RETRY_WINDOW + 5} s (past the {RETRY_WINDOW} s retry window)"
-    await check_fault(topology, token, fault, tasks, time.monotonic(), memory=True)
-    _, result = await chat(topology.ports[1], token, "Room again?")
-    assert result.finished, result.body[-500:]
-
-
-@pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)
 async def test_resume_positions_mean_what_they_say_across_web_processes(topology: Topology, token: str) -> None:
     """A client that dropped mid-answer and comes back, to the other web process, after the run
     ended gets the rest and the end; one that has everything gets 204; a position past the end
@@ -607,13 +605,7 @@ async def test_a_web_process_killed_while_it_streams_loses_and_doubles_nothing(t
     for session_id, result in zip(session_ids, results, strict=True):
         assert result.finished and result.done, (session_id, result.body[-300:])
         assert result.text == stored[session_id], session_id  # nothing lost, nothing doubled
-    await check_runs(session_ids, cleared_at, topology)
+    runs = await check_runs(session_ids, cleared_at, topology)
     assert topology.dead_processes() == [], topology.log_tail()
-    report.record(
-        "the web process of 20 streaming clients killed, back after 1.5 s (clients resume)",
-        list(zip(session_ids, results, strict=True)),
-        cleared_at,
-        await sync_to_async(
-            lambda: list(Run.objects.filter(session_id__in=session_ids).values_list("status", "attempt"))
-        )(),
-    )
+    fault = "the web process of 20 streaming clients killed, back after 1.5 s (clients resume)"
+    report.record(fault, list(zip(session_ids, results, strict=True)), cleared_at, runs)

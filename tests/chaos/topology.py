@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,20 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.live import ROOT, free_port, start_celery_worker
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"{what} did not start:\n{log.read_text()[-3000:]}") from None
-            time.sleep(0.05)
+from bench.http import stop as stop_processes
+from tests.live import ROOT, free_port, start_celery_worker, wait_for_port
 
 
 class RedisServer:
@@ -75,7 +62,7 @@ class RedisServer:
             stderr=subprocess.STDOUT,
         )
         log.touch()
-        _wait_for_port(self.port, self.process, "redis-server", log)
+        wait_for_port(self.port, self.process, "redis-server", log.read_text)
 
     def kill(self) -> None:
         """SIGKILL: a crash, nothing flushed beyond what ``appendfsync`` already wrote."""
@@ -197,7 +184,7 @@ class Topology:
             stdout=log.open("a"),
             stderr=subprocess.STDOUT,
         )
-        _wait_for_port(port, process, "daphne", log)
+        wait_for_port(port, process, "daphne", log.read_text)
         return port, process
 
     @property
@@ -232,15 +219,7 @@ class Topology:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("*.log")))
 
     def stop(self) -> None:
-        processes = [*self.workers, *(p for _, p in self.daphnes), *([self.beat] if self.beat else [])]
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(*self.workers, *(p for _, p in self.daphnes), *([self.beat] if self.beat else []))
         self.redis.stop()
 
 
