@@ -145,7 +145,33 @@ def _visibility_timeout() -> list[CheckMessage]:
 @register("helix")
 def check_chat_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """The chat side of the Helix settings, and the site settings Helix depends on."""
-    return [*_agent_modules(), *_classes(), *_gzip(), *_connections(), *_visibility_timeout(), *_double_texting()]
+    return [
+        *_agent_modules(),
+        *_classes(),
+        *_gzip(),
+        *_connections(),
+        *_visibility_timeout(),
+        *_broker_transport(),
+        *_double_texting(),
+    ]
+
+
+def _broker_transport() -> list[CheckMessage]:
+    if helix_settings.EXECUTOR != "celery":
+        return []
+    from celery import current_app
+
+    conf = current_app.conf
+    if urlparse(str(conf.broker_url or "")).scheme != "redis" or conf.broker_transport not in (None, "redis"):
+        return []
+    return [
+        Warning(
+            "Celery's Redis transport makes a worker exit when Redis is full (maxmemory, no eviction) "
+            "as it acknowledges a task, with every run the worker holds.",
+            hint="Set CELERY_BROKER_TRANSPORT = 'workers.broker:RedisTransport'.",
+            id="helix.W111",
+        )
+    ]
 
 
 def _double_texting() -> list[CheckMessage]:

@@ -140,6 +140,9 @@ HELIX = {
 }
 
 CELERY_BROKER_URL = REDIS_URL
+# kombu's Redis transport, except that a full Redis (maxmemory, no eviction) does not make a
+# worker exit when it acknowledges a task (workers.broker).
+CELERY_BROKER_TRANSPORT = "workers.broker:RedisTransport"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # Helix's tasks go to HELIX["CELERY_QUEUE"]; a worker consumes it with `-Q` (bin/run's docs).

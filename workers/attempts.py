@@ -14,7 +14,7 @@ import logging
 
 from streams.backends.base import StreamManager
 from streams.backoff import Backoff
-from streams.exceptions import StreamSupersededError
+from streams.exceptions import HelixError, StreamSupersededError
 from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync
 from workers.exceptions import DatabaseUnavailableError, RunError, RunErrorCode, as_run_error
 from workers.leases import LeaseKeeper
@@ -51,7 +51,9 @@ async def execute_run(
     newer attempt superseded this one midway (then it leaves everything to that one), or when
     the database never recorded its outcome (then the run is taken over once it is back).
     """
-    claim = await recorder.claim_run(run_id, keeper.worker, keeper.lease_seconds)
+    claim = await recorder.claim_run(
+        run_id, keeper.worker, keeper.lease_seconds, take_over=not await _marked_alive(streams, run_id)
+    )
     if claim is None:
         return None
     task = asyncio.current_task()
@@ -70,6 +72,16 @@ async def execute_run(
     except StreamSupersededError as exc:  # the stream's fence, or the database's (RunSupersededError)
         logger.warning("attempt %d of run %s was superseded: %s", claim.attempt, run_id, exc)
         return None
+
+
+async def _marked_alive(streams: StreamManager, run_id: str) -> bool:
+    """Whether a worker still marks ``run_id`` alive in the stream store, or the store cannot say.
+    A message to take a run over may arrive long after the reaper sent it (behind a database
+    stall, say), by when its worker may be renewing it again: only a run no one marks is taken."""
+    try:
+        return run_id in await streams.alive([run_id])
+    except HelixError:
+        return True
 
 
 async def _out_of_time(recorder: RunRecorder, streams: StreamManager, claim: RunClaim, limit: float) -> RunOutcome:

@@ -127,11 +127,13 @@ class DjangoRunRecorder(RunRecorder):
 
     # -- leases ------------------------------------------------------------------------------------
 
-    async def claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
-        return await db(self._claim_run)(run_id, worker, lease_seconds)
+    async def claim_run(
+        self, run_id: str, worker: str, lease_seconds: float, *, take_over: bool = True
+    ) -> RunClaim | None:
+        return await db(self._claim_run)(run_id, worker, lease_seconds, take_over)
 
     @transaction.atomic
-    def _claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
+    def _claim_run(self, run_id: str, worker: str, lease_seconds: float, take_over: bool = True) -> RunClaim | None:
         key = record_id(run_id)
         run = Run.objects.select_for_update().filter(pk=key).first() if key else None
         if run is None:
@@ -145,6 +147,8 @@ class DjangoRunRecorder(RunRecorder):
                 return None  # still waiting on a person, or nothing to resume with
             reason = "resumed"
         elif run.status == Run.Status.RUNNING and (run.lease_expires_at is None or run.lease_expires_at <= now):
+            if not take_over:
+                return None  # its worker still marks it alive: the database stalled, not the worker
             if run.attempt >= int(helix_settings.MAX_ATTEMPTS):
                 return None  # the reaper fails it
             reason = "worker_lost"

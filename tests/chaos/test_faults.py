@@ -59,6 +59,13 @@ def topology(request: pytest.FixtureRequest, test_database: str) -> Iterator[Top
     site.stop()
 
 
+@pytest.fixture(autouse=True)
+def revived(request: pytest.FixtureRequest) -> None:
+    """A process a previous test let die is started again before the next test of its topology."""
+    if "topology" in request.fixturenames:
+        request.getfixturevalue("topology").revive()
+
+
 Chats = dict[str, "asyncio.Task[tuple[str, ChatResult]]"]
 
 
@@ -157,7 +164,7 @@ async def check_fault(
     results = await settle(tasks, cleared_at, site)
     await check_clients(results, cleared_at)
     runs = await check_runs([session_id for session_id, _ in results], cleared_at, site)
-    assert site.dead_processes() == [], site.log_tail()
+    site.check_alive()
     kept = await sync_to_async(
         lambda: [str(pk) for pk in ChatSession.objects.filter(pk__in=list(tasks)).values_list("pk", flat=True)]
     )()
@@ -606,6 +613,6 @@ async def test_a_web_process_killed_while_it_streams_loses_and_doubles_nothing(t
         assert result.finished and result.done, (session_id, result.body[-300:])
         assert result.text == stored[session_id], session_id  # nothing lost, nothing doubled
     runs = await check_runs(session_ids, cleared_at, topology)
-    assert topology.dead_processes() == [], topology.log_tail()
+    topology.check_alive()
     fault = "the web process of 20 streaming clients killed, back after 1.5 s (clients resume)"
     report.record(fault, list(zip(session_ids, results, strict=True)), cleared_at, runs)

@@ -142,11 +142,16 @@ class Topology:
 
     def start(self) -> None:
         self.redis.start()
-        for index in range(self.worker_count):
-            name = f"{self.queue}-{index + 1}"
-            self.workers.append(start_celery_worker(self.env, name, self.logs / f"worker-{index + 1}.log"))
-        beat_log = self.logs / "beat.log"
-        self.beat = subprocess.Popen(
+        self.workers = [self._start_worker(index) for index in range(self.worker_count)]
+        self.beat = self._start_beat()
+        for index in range(self.daphne_count):
+            self.daphnes.append(self._start_daphne(index))
+
+    def _start_worker(self, index: int) -> subprocess.Popen[bytes]:
+        return start_celery_worker(self.env, f"{self.queue}-{index + 1}", self.logs / f"worker-{index + 1}.log")
+
+    def _start_beat(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -160,11 +165,22 @@ class Topology:
             ],
             cwd=ROOT,
             env=self.env,
-            stdout=beat_log.open("w"),
+            stdout=(self.logs / "beat.log").open("a"),
             stderr=subprocess.STDOUT,
         )
-        for index in range(self.daphne_count):
-            self.daphnes.append(self._start_daphne(index))
+
+    def revive(self) -> None:
+        """Start again whatever process exited (a test that let one die has failed already), so
+        that one failure does not fail every later test of the topology too."""
+        self.workers = [
+            self._start_worker(index) if process.poll() is not None else process
+            for index, process in enumerate(self.workers)
+        ]
+        if self.beat is not None and self.beat.poll() is not None:
+            self.beat = self._start_beat()
+        for index, (port, process) in enumerate(self.daphnes):
+            if process.poll() is not None:
+                self.daphnes[index] = self._start_daphne(index, port)
 
     def restart_daphne(self, index: int, down: float) -> None:
         """SIGKILL web process ``index`` and start it again on its port ``down`` seconds later."""
@@ -214,6 +230,14 @@ class Topology:
         return "\n".join(
             f"== {p.name}\n{p.read_text(errors='replace')[-size:]}" for p in sorted(self.logs.glob("*.log"))
         )
+
+    def check_alive(self) -> None:
+        """Fail, naming the processes that exited and ending with their logs, if any did."""
+        dead = self.dead_processes()
+        tails = "\n".join(
+            f"== {name}.log\n{(self.logs / f'{name}.log').read_text(errors='replace')[-6000:]}" for name in dead
+        )
+        assert dead == [], f"{dead} exited\n{tails}"
 
     def log_text(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("*.log")))

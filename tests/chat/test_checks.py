@@ -65,6 +65,7 @@ def test_a_visibility_timeout_shorter_than_a_run_is_an_error(settings: Any) -> N
     conf = current_app.conf
     previous = (conf.broker_url, conf.broker_transport_options)
     celery_helix = helix(settings, EXECUTOR="celery", RUN_TIME_LIMIT_SECONDS=1800)
+    assert conf.broker_transport == "workers.broker:RedisTransport"  # the demo site's
     try:
         # The app reads CELERY_-prefixed keys, which unprefixed ones do not override (Celery 5.6).
         conf.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
@@ -75,3 +76,19 @@ def test_a_visibility_timeout_shorter_than_a_run_is_an_error(settings: Any) -> N
         assert ids(DEBUG=True, HELIX=helix(settings, EXECUTOR="inprocess")) == []
     finally:
         conf.CELERY_BROKER_URL, conf.CELERY_BROKER_TRANSPORT_OPTIONS = previous
+
+
+def test_kombus_own_redis_transport_is_a_warning(settings: Any) -> None:
+    from celery import current_app
+
+    conf = current_app.conf
+    previous = (conf.broker_url, conf.broker_transport)
+    celery_helix = helix(settings, EXECUTOR="celery")
+    try:
+        conf.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+        conf.CELERY_BROKER_TRANSPORT = None
+        assert ids(DEBUG=True, HELIX=celery_helix) == ["helix.W111"]
+        conf.CELERY_BROKER_TRANSPORT = "workers.broker:RedisTransport"
+        assert ids(DEBUG=True, HELIX=celery_helix) == []
+    finally:
+        conf.CELERY_BROKER_URL, conf.CELERY_BROKER_TRANSPORT = previous

@@ -129,13 +129,16 @@ class RunRecorder(abc.ABC):
         """History and state of the session; raises :class:`~workers.exceptions.SessionNotFoundError`."""
 
     @abc.abstractmethod
-    async def claim_run(self, run_id: str, worker: str, lease_seconds: float) -> RunClaim | None:
+    async def claim_run(
+        self, run_id: str, worker: str, lease_seconds: float, *, take_over: bool = True
+    ) -> RunClaim | None:
         """Atomically take ``run_id`` for a new attempt on ``worker``, with a new epoch and a lease.
 
         A queued run is claimed for its first attempt (or, when handed back, for the next one
         without counting an attempt); a running run only once its lease has expired, counting
-        one more attempt. ``None`` when the run is not claimable (finished, paused, or held
-        under a live lease)."""
+        one more attempt, and only with ``take_over`` (the caller found no worker marking it
+        alive). ``None`` when the run is not claimable (finished, paused, or held under a live
+        lease or a live mark)."""
 
     @abc.abstractmethod
     async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:

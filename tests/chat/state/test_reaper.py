@@ -18,6 +18,8 @@ from streams.backends import get_stream_manager
 from streams.exceptions import StreamUnavailableError
 from streams.messages import StoredMessage
 from streams.protocol import ErrorChunk, RunInterrupted
+from workers.attempts import execute_run
+from workers.leases import LeaseKeeper
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,6 +131,22 @@ def test_a_run_its_worker_still_marks_alive_is_not_taken_over(monkeypatch: pytes
     time.sleep(0.6)
     assert reap_expired_runs().dispatched == 1
     assert sent == [("helix.run_agent", [run_id])]
+
+
+def test_a_takeover_message_that_arrives_while_the_run_is_marked_alive_claims_nothing() -> None:
+    """A message to take a run over can reach a worker long after it was sent (queued behind a
+    database stall, say), when the run's worker is marking it alive again: it takes nothing,
+    even though the lease in the database has lapsed. Once no one marks the run, it is taken."""
+    _, run_id = dead_run("running", attempt=1)
+    streams = get_stream_manager()
+    async_to_sync(streams.mark_alive)([run_id], 30)
+    rescuer = LeaseKeeper(DjangoStateStore(), lease_seconds=30, heartbeat_seconds=600, worker="rescuer")
+    assert async_to_sync(execute_run)(DjangoStateStore(), streams, run_id, rescuer) is None
+    run = Run.objects.get(pk=run_id)
+    assert (run.status, run.attempt, run.worker) == ("running", 1, "gone-worker")
+    assert async_to_sync(DjangoStateStore().claim_run)(run_id, "rescuer", 30, take_over=False) is None
+    claim = async_to_sync(DjangoStateStore().claim_run)(run_id, "rescuer", 30)
+    assert claim is not None and (claim.attempt, claim.reason) == (2, "worker_lost")
 
 
 def test_nothing_is_taken_over_while_the_stream_store_cannot_say_what_is_alive(

@@ -125,6 +125,7 @@ HELIX = {
 }
 
 CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_TRANSPORT = "workers.broker:RedisTransport"
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # Longer than any run may take, or a run still going is delivered to a second worker.
