@@ -29,7 +29,7 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         "MAX_MESSAGE_CHARS": 20_000,       # longest user message
         "MAX_MESSAGES": 500,               # longest history a POST may carry
         "MAX_BODY_BYTES": 1_048_576,       # largest chat POST body
-        "SERVER_MAX_BODY_BYTES": 10_485_760,  # under Daphne: any request body of the site past this
+        "SERVER_MAX_BODY_BYTES": 10_485_760,  # any request body of the site past this
                                            # is refused (413) while it arrives; None: no limit
         "SERVER_HEADER_TIMEOUT_SECONDS": 10.0,  # under Daphne: a new connection's request headers
                                            # must be complete this soon; None: no deadline

@@ -160,10 +160,11 @@ def server_env(celery_worker: dict[str, str], redis_url: str, **extra: str) -> d
     }
 
 
-@pytest.fixture(scope="session")
-def helix_server(celery_worker: dict[str, str], redis_url: str) -> Iterator[str]:
-    """Daphne serving the site with the Celery executor, Redis streams and the test database."""
-    from tests.live import daphne
+@pytest.fixture(scope="session", params=["daphne", "uvicorn"])
+def helix_server(request: pytest.FixtureRequest, celery_worker: dict[str, str], redis_url: str) -> Iterator[str]:
+    """The site under each supported server (Daphne, uvicorn) with the Celery executor, Redis
+    streams and the test database."""
+    from tests.live import serve_site
 
-    with daphne(server_env(celery_worker, redis_url)) as port:
+    with serve_site(server_env(celery_worker, redis_url), request.param) as port:
         yield f"http://127.0.0.1:{port}"

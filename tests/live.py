@@ -1,8 +1,12 @@
-"""A real Daphne process serving the site, for tests that go through HTTP or a browser."""
+"""A real ASGI server process (Daphne, or uvicorn) serving the site, for tests that go through
+HTTP or a browser."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.http import stop
+from bench.servers import server_command, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,19 +41,24 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, output
             time.sleep(0.05)
 
 
+#: The ASGI servers Helix supports; Daphne is the default.
+SERVERS = ("daphne", "uvicorn")
+
+
 @contextmanager
-def daphne(env: dict[str, str]) -> Iterator[int]:
-    """Run Daphne on a free loopback port with ``env`` added; yield the port once it listens."""
+def serve_site(env: dict[str, str], server: str = "daphne") -> Iterator[int]:
+    """Run the site under ``server`` (Daphne unless told) on a free loopback port with ``env``
+    added; yield the port once it listens."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "helix_site.asgi:application"],
+        server_command(server, "helix_site.asgi:application", port),
         cwd=ROOT,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "helix_site.settings", **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     try:
-        wait_for_port(port, process, "daphne", lambda: process.stderr.read().decode() if process.stderr else "")
+        wait_for_port(port, process, server, lambda: process.stderr.read().decode() if process.stderr else "")
         yield port
     finally:
         stop(process)
@@ -96,3 +105,54 @@ def start_celery_worker(env: dict[str, str], name: str, log_path: Path) -> subpr
             raise RuntimeError(f"the Celery worker did not start:\n{log_path.read_text()[-3000:]}")
         time.sleep(0.1)
     return process
+
+
+async def upload(port: int, head: str, body_parts: int, part: bytes) -> tuple[bytes, int]:
+    """Send ``head`` and up to ``body_parts`` chunks of ``part`` (chunked encoding) while reading
+    the answer, as an HTTP client does, and stop sending once it has come whole (by its
+    ``Content-Length``, else the connection's end): the answer, and how many parts were sent."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+    async def response() -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"(?im)^content-length: *(\d+)", head)
+        return head + (await reader.readexactly(int(length.group(1))) if length else await reader.read())
+
+    answer = asyncio.ensure_future(response())
+    sent = 0
+    try:
+        writer.write(head.encode())
+        frame = f"{len(part):x}\r\n".encode() + part + b"\r\n"
+        while sent < body_parts and not answer.done():
+            writer.write(frame)
+            await asyncio.wait_for(writer.drain(), 10)
+            sent += 1
+        if not answer.done():
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+    except (OSError, TimeoutError):
+        pass  # the server stopped reading
+    try:
+        return await asyncio.wait_for(answer, 10), sent
+    except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        return b"", sent
+    finally:
+        writer.close()
+
+
+async def refuses_100_mb_uploads(port: int) -> int:
+    """Check that the server on ``port`` refuses an unauthenticated 100 MiB chunked upload with a
+    typed 413 before its end, and one that declares 100 MiB before any of it is sent; how many
+    64 KiB parts of the first it took."""
+    head = (
+        f"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nTransfer-Encoding: chunked\r\n"
+        "Content-Type: application/json\r\n\r\n"
+    )
+    answer, sent = await upload(port, head, 100 * 16, b"x" * 65536)
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:300]
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["code"] == "PAYLOAD_TOO_LARGE"
+    assert sent < 100 * 16, "the whole body was taken before the refusal"
+    declared = f"POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {100 * 2**20}\r\n\r\n"
+    answer, _ = await upload(port, declared, 0, b"")
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:300]
+    return sent

@@ -34,13 +34,17 @@ from django.urls import Resolver404, ResolverMatch, resolve
 from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
-from chat.http.flow_control import flow_controlled
+from chat.http import daphne_limits
+from chat.http.body_limit import capped_receive
+from chat.http.flow_control import flow_controlled, served_by_daphne
 from streams.conf import helix_settings
 from streams.exceptions import ExecutionError
 
 __all__ = ["StreamRouter"]
 
 logger = logging.getLogger("helix.http")
+
+_BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class _StreamRequest(ASGIRequest):
@@ -115,7 +119,8 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
 
 class StreamRouter:
     """ASGI: resume GETs to their Helix view here, everything else to ``django_app``; every
-    response's writes flow-controlled.
+    response's writes flow-controlled, and request bodies capped where the server does not
+    (:mod:`chat.http.body_limit`).
 
     Every HTTP response's ``send`` waits while the client's socket is full (see
     :mod:`chat.http.flow_control`), so a slow reader slows its own stream instead of growing the
@@ -128,7 +133,12 @@ class StreamRouter:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
+            capped = served_by_daphne(send) and daphne_limits.active()  # Daphne caps bodies itself
             send = flow_controlled(send, stall_timeout=float(helix_settings.SLOW_CLIENT_TIMEOUT_SECONDS))
+            if scope.get("method") not in _BODILESS and not capped:
+                receive = await capped_receive(scope, receive, send)
+                if receive is None:
+                    return
         match = _stream_route(scope)
         if match is None:
             await self.django_app(scope, receive, send)

@@ -27,7 +27,7 @@ from typing import Any
 from chat.exceptions import PayloadTooLargeError
 from streams.conf import helix_settings
 
-__all__ = ["install"]
+__all__ = ["active", "install"]
 
 logger = logging.getLogger("helix.http")
 
@@ -46,6 +46,12 @@ def _refusal() -> bytes:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
+
+
+def active() -> bool:
+    """Whether the limits are in Daphne's factories (``daphne.server`` was imported before the app
+    was ready: a Daphne process, or a process that imported it, such as ``runserver``'s)."""
+    return _installed
 
 
 def install() -> None:

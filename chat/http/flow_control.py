@@ -1,4 +1,4 @@
-"""Write backpressure for ASGI responses under Daphne, and a bound on slow clients.
+"""Write backpressure for ASGI responses, and a bound on slow clients, under Daphne and uvicorn.
 
 Daphne hands every ``http.response.body`` straight to Twisted, which buffers whatever the socket
 cannot take: a client that stops reading makes the server hold an ever-growing response in
@@ -8,22 +8,26 @@ drains. :func:`flow_controlled` registers one and makes ``send`` wait while it i
 streamed response pulls from its reader (and from Redis) no faster than the client reads; what
 the server holds per connection is bounded by Twisted's buffer plus one message.
 
-A client paused for longer than ``stall_timeout`` seconds (a phone that lost its network, a
-reader that hung) is disconnected: the stream's chunks stay in the store, and the client resumes
-from its last event id when it comes back. Servers that apply backpressure themselves (their
-``send`` waits for the socket, as uvicorn's does) need none of this; ``send`` is then returned
-unchanged.
+uvicorn applies backpressure itself: its ``send`` waits while the socket's buffer is above the
+transport's high-water mark. There the buffer is lowered to the same bound, and the wait is
+the same one, made here where it can be given up.
+
+Either way, a client paused for longer than ``stall_timeout`` seconds (a phone that lost its
+network, a reader that hung) is disconnected: the stream's chunks stay in the store, and the
+client resumes from its last event id when it comes back. Under any other server ``send`` is
+returned unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-__all__ = ["flow_controlled"]
+__all__ = ["flow_controlled", "served_by_daphne"]
 
 logger = logging.getLogger("helix.http")
 
@@ -63,11 +67,51 @@ def _twisted_request(send: Send) -> Any | None:
     return None
 
 
+def served_by_daphne(send: Send) -> bool:
+    """Whether ``send`` is Daphne's (which then applies the server limits of :mod:`chat.http.daphne_limits`)."""
+    return _twisted_request(send) is not None
+
+
+def _uvicorn_cycle(send: Send) -> Any | None:
+    """The uvicorn request cycle behind a uvicorn ``send`` (its bound method), with the
+    connection's flow control and transport."""
+    cycle = getattr(send, "__self__", None)
+    if cycle is not None and hasattr(getattr(cycle, "flow", None), "drain") and hasattr(cycle, "transport"):
+        return cycle
+    return None
+
+
+def _stalled(stall_timeout: float) -> None:
+    logger.info("client stopped reading for %.0f s: disconnected (it resumes later)", stall_timeout)
+
+
+def _uvicorn_controlled(send: Send, cycle: Any, stall_timeout: float) -> Send:
+    state = {"lowered": False}
+
+    async def controlled_send(message: MutableMapping[str, Any]) -> None:
+        if not state["lowered"]:
+            state["lowered"] = True
+            with contextlib.suppress(Exception):  # pause sooner: less held per slow client
+                cycle.transport.set_write_buffer_limits(high=SOCKET_BUFFER_BYTES)
+        flow = cycle.flow
+        if flow.write_paused and not cycle.disconnected:
+            try:
+                await asyncio.wait_for(flow.drain(), stall_timeout)
+            except TimeoutError:
+                _stalled(stall_timeout)
+                cycle.transport.abort()
+                return
+        await send(message)
+
+    return controlled_send
+
+
 def flow_controlled(send: Send, *, stall_timeout: float) -> Send:
     """``send`` that waits while the client's socket is full, and drops a client stalled too long."""
     request = _twisted_request(send)
     if request is None:
-        return send
+        cycle = _uvicorn_cycle(send)
+        return send if cycle is None else _uvicorn_controlled(send, cycle, stall_timeout)
     producer = _WritablePushProducer()
     state = {"registered": False, "done": False}
 
@@ -102,7 +146,7 @@ def flow_controlled(send: Send, *, stall_timeout: float) -> Send:
         except TimeoutError:
             state["done"] = True
             unregister()
-            logger.info("client stopped reading for %.0f s: disconnected (it resumes later)", stall_timeout)
+            _stalled(stall_timeout)
             transport = getattr(request, "transport", None)
             if transport is not None:
                 transport.abortConnection()

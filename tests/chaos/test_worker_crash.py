@@ -110,7 +110,7 @@ async def test_the_real_client_following_a_crash_ends_with_the_uncrashed_answer(
     from chat.models import Run
     from tests.chaos.crash import QUESTION
     from tests.chat.ai_sdk.client import LIVE_HARNESS, ChatClient
-    from tests.live import daphne
+    from tests.live import serve_site
 
     user = await User.objects.acreate(username=f"chaos-{uuid.uuid4().hex[:6]}")
     token = (await Token.objects.acreate(user=user)).key
@@ -118,7 +118,7 @@ async def test_the_real_client_following_a_crash_ends_with_the_uncrashed_answer(
     env = {**pool.env, "HELIX_EXECUTOR": "celery"}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     try:
-        with daphne(env) as port:
+        with serve_site(env) as port:
 
             def chat(session_id: str) -> dict[str, object]:
                 actions = [{"kind": "send", "text": QUESTION}, {"kind": "wait-for-end"}]

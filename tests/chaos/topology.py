@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.http import stop as stop_processes
+from bench.servers import stop as stop_processes
 from tests.live import ROOT, free_port, start_celery_worker, wait_for_port
 
 
@@ -139,6 +139,7 @@ class Topology:
         self.daphnes: list[tuple[int, subprocess.Popen[bytes]]] = []
         self.workers: list[subprocess.Popen[bytes]] = []
         self.beat: subprocess.Popen[bytes] | None = None
+        self.warmed: set[int] = set()  # web processes a memory check has warmed up already
 
     def start(self) -> None:
         self.redis.start()

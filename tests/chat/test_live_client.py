@@ -142,10 +142,10 @@ def test_a_second_tab_sending_during_an_answer_joins_it(
 def replay_off_server(celery_worker: dict[str, str], redis_url: str) -> Any:
     """A second Daphne on the same worker, database and Redis, with content replay off."""
     from tests.conftest import server_env
-    from tests.live import daphne
+    from tests.live import serve_site
 
     env = server_env(celery_worker, redis_url, HELIX_CONTENT_REPLAY="0")
-    with daphne(env) as port:
+    with serve_site(env) as port:
         yield f"http://127.0.0.1:{port}"
 
 
@@ -177,9 +177,9 @@ def test_two_tabs_sending_at_once_under_the_waiting_policies(
     """``interrupt`` stops the answer in flight for the second tab's message; ``enqueue`` answers
     the second tab's message once the first answer ends. Either way both tabs finish cleanly."""
     from tests.conftest import server_env
-    from tests.live import daphne
+    from tests.live import serve_site
 
-    with daphne(server_env(celery_worker, redis_url, HELIX_DOUBLE_TEXTING=policy)) as port:
+    with serve_site(server_env(celery_worker, redis_url, HELIX_DOUBLE_TEXTING=policy)) as port:
         server = f"http://127.0.0.1:{port}"
         session_id, answer = chat(
             live_client,

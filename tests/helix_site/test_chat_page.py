@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.helix_site.test_demo_page import _playwright_loop, browser  # noqa: F401 (the module's Chromium fixtures)
-from tests.live import daphne
+from tests.live import serve_site
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the server runs on the test database
 
@@ -20,9 +20,10 @@ ENV = {
 }
 
 
-def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_database: str) -> None:  # noqa: F811
+@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_database: str, server: str) -> None:  # noqa: F811
     env = {**ENV, "DATABASE_URL": test_database}
-    with daphne(env) as port:
+    with serve_site(env, server) as port:
         page = browser.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
@@ -62,7 +63,7 @@ def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_data
 
 def test_approve_in_the_page_and_a_client_tool_in_the_browser(browser: Browser, test_database: str) -> None:  # noqa: F811
     env = {**ENV, "DATABASE_URL": test_database}
-    with daphne(env) as port:
+    with serve_site(env) as port:
         page = browser.new_page(timezone_id="Europe/Lisbon")
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))

@@ -16,7 +16,7 @@ from http.cookies import SimpleCookie
 import pytest
 import redis
 
-from tests.live import ROOT, daphne
+from tests.live import ROOT, serve_site
 
 
 class Server:
@@ -77,12 +77,13 @@ def read_events(response: http.client.HTTPResponse, limit: int | None = None) ->
     return events
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis-uvicorn"])
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    backend, _, server_name = request.param.partition("-")
     database = f"sqlite:///{tempfile.mkdtemp(prefix='helix-embedded-')}/helix.sqlite3"
     # bin/run's environment: DEBUG, anonymous visitors, the embedded SQLite database, migrated.
     env = {
-        "HELIX_STREAM_BACKEND": request.param,
+        "HELIX_STREAM_BACKEND": backend,
         "DATABASE_URL": database,
         "DJANGO_DEBUG": "1",
         "HELIX_ALLOW_ANONYMOUS": "1",
@@ -93,11 +94,11 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "helix_site.settings", **env},
         check=True,
     )
-    if request.param == "redis":
+    if backend == "redis":
         env["REDIS_URL"] = request.getfixturevalue("redis_url")
-    with daphne(env) as port:
+    with serve_site(env, server_name or "daphne") as port:
         server = Server(port)
-        server.backend = request.param  # type: ignore[attr-defined]
+        server.backend = backend  # type: ignore[attr-defined]
         yield server
 
 

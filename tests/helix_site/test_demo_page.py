@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
 from helix_site.stream_demo import DEMO_TEXT
-from tests.live import daphne
+from tests.live import serve_site
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -50,7 +50,7 @@ def browser() -> Iterator[Browser]:
 def test_demo_page_resumes_a_dropped_stream_without_gaps_or_repeats(browser: Browser, test_database: str) -> None:
     # bin/run's embedded default lets visitors without an account try it; the stream is theirs.
     env = {"HELIX_STREAM_BACKEND": "memory", "HELIX_ALLOW_ANONYMOUS": "1", "DATABASE_URL": test_database}
-    with daphne(env) as port:
+    with serve_site(env) as port:
         page = browser.new_page()
         page.goto(f"http://127.0.0.1:{port}/demo/")
         expect(page.get_by_role("heading", name="Helix stream demo")).to_be_visible()

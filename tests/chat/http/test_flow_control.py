@@ -1,4 +1,4 @@
-"""Slow clients under a real Daphne: the server waits for them, and drops one that stops reading."""
+"""Slow clients under a real server (Daphne, uvicorn): it waits for them, and drops one that stops reading."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 from chat.models import ChatSession, Run
 from streams.backends import RedisStreamManager
 from streams.protocol import TextDelta
-from tests.live import daphne
+from tests.live import serve_site
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,15 +25,15 @@ STALL_TIMEOUT = 1.5
 CHUNK_TEXT = "x" * 2000
 
 
-@pytest.fixture(scope="module")
-def slow_server(test_database: str, redis_url: str) -> Iterator[int]:
+@pytest.fixture(scope="module", params=["daphne", "uvicorn"])
+def slow_server(request: pytest.FixtureRequest, test_database: str, redis_url: str) -> Iterator[int]:
     env = {
         "HELIX_STREAM_BACKEND": "redis",
         "REDIS_URL": redis_url,
         "DATABASE_URL": test_database,
         "HELIX_SLOW_CLIENT_TIMEOUT": str(STALL_TIMEOUT),
     }
-    with daphne(env) as port:
+    with serve_site(env, request.param) as port:
         yield port
 
 

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.live import daphne
+from tests.live import serve_site
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +26,7 @@ def two_servers(test_database: str, redis_url: str) -> Iterator[list[int]]:
         "HELIX_SCRIPTED_DELAY_MS": "0",
     }
     with ExitStack() as stack:
-        yield [stack.enter_context(daphne(env)), stack.enter_context(daphne(env))]
+        yield [stack.enter_context(serve_site(env)), stack.enter_context(serve_site(env))]
 
 
 def post(port: int, token: str) -> tuple[int, dict[str, str], bytes]:
