@@ -190,6 +190,7 @@ def measure(
     writer.join()
     time.sleep(0.5)  # the last events delivered
     cpu = cpu_seconds(target.pid) - cpu_before
+    time.sleep(1.0)  # and read by clients that share their CPU with the writer and Redis
     stop.set()
     results = [out.get(timeout=120) for _ in range(processes + 1)]
     for client in clients:
