@@ -77,7 +77,7 @@ def read_events(response: http.client.HTTPResponse, limit: int | None = None) ->
     return events
 
 
-@pytest.fixture(params=["memory", "redis", "redis-uvicorn"])
+@pytest.fixture(scope="module", params=["memory", "redis", "redis-uvicorn"])
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     backend, _, server_name = request.param.partition("-")
     database = f"sqlite:///{tempfile.mkdtemp(prefix='helix-embedded-')}/helix.sqlite3"

@@ -42,6 +42,16 @@ async def owned_session() -> tuple[str, str]:
     return str(session.pk), token.key
 
 
+def body(*parts: bytes) -> Any:
+    """An ASGI ``receive`` delivering a request body in ``parts``, then a disconnect."""
+    messages = [{"type": "http.request", "body": part, "more_body": i < len(parts) - 1} for i, part in enumerate(parts)]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    return receive
+
+
 async def test_other_requests_go_to_django() -> None:
     calls: list[str] = []
 
@@ -50,8 +60,39 @@ async def test_other_requests_go_to_django() -> None:
 
     router = StreamRouter(django_app)
     for method, path in (("POST", "/api/chat/x"), ("GET", "/api/chat/x/snapshot"), ("GET", "/")):
-        await router(scope(path, method), None, None)
+        await router(scope(path, method), body(b""), None)
     assert calls == ["POST /api/chat/x", "GET /api/chat/x/snapshot", "GET /"]
+
+
+async def test_outside_daphne_a_body_past_the_cap_is_refused_before_django(settings: Any) -> None:
+    """Under a server other than Daphne (``send`` is not Daphne's), the router reads bodies as
+    they arrive: one within the cap reaches Django whole, one past it is answered 413 and never
+    does."""
+    settings.HELIX = {**settings.HELIX, "SERVER_MAX_BODY_BYTES": 10}
+    bodies: list[bytes] = []
+
+    async def django_app(scope: Any, receive: Any, send: Any) -> None:
+        got = b""
+        while (message := await receive())["type"] == "http.request":
+            got += message["body"]
+            if not message["more_body"]:
+                break
+        bodies.append(got)
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    router = StreamRouter(django_app)
+    await router(scope("/api/chat/x", "POST"), body(b"12345", b"67890"), send)
+    assert bodies == [b"1234567890"] and sent == []
+    await router(scope("/api/chat/x", "POST"), body(b"123456", b"789012"), send)
+    assert bodies == [b"1234567890"]
+    assert sent[0]["status"] == 413 and b"PAYLOAD_TOO_LARGE" in sent[1]["body"]
+    sent.clear()
+    await router(scope("/api/chat/x", "POST", {"Content-Length": "11"}), body(b""), send)
+    assert bodies == [b"1234567890"] and sent[0]["status"] == 413
 
 
 async def test_a_resume_streams_and_a_disconnect_releases_the_reader() -> None:
