@@ -86,13 +86,10 @@ def _stalled(stall_timeout: float) -> None:
 
 
 def _uvicorn_controlled(send: Send, cycle: Any, stall_timeout: float) -> Send:
-    state = {"lowered": False}
+    with contextlib.suppress(Exception):  # pause sooner: less held per slow client
+        cycle.transport.set_write_buffer_limits(high=SOCKET_BUFFER_BYTES)
 
     async def controlled_send(message: MutableMapping[str, Any]) -> None:
-        if not state["lowered"]:
-            state["lowered"] = True
-            with contextlib.suppress(Exception):  # pause sooner: less held per slow client
-                cycle.transport.set_write_buffer_limits(high=SOCKET_BUFFER_BYTES)
         flow = cycle.flow
         if flow.write_paused and not cycle.disconnected:
             try:
