@@ -30,8 +30,16 @@ def record(
     cleared_at: float,
     runs: list[tuple[str, int]],
     memory: str = "",
+    run_codes: dict[str, str] | None = None,
 ) -> None:
-    codes = Counter(error.split(":", 1)[0][:40] for _, result in results for error in result.errors[:1])
+    """``run_codes``: the code each failed run recorded, by session; its client's ``error`` event
+    carries the run's words for the user, not the code."""
+    run_codes = run_codes or {}
+    codes = Counter(
+        error.split(":", 1)[0][:40] if ":" in error or session_id not in run_codes else f"run {run_codes[session_id]}"
+        for session_id, result in results
+        for error in result.errors[:1]
+    )
     codes.update(f"HTTP {r.status} {json.loads(r.body)['code']}" for _, r in results if r.status not in (0, 200))
     states = Counter(f"{status}" + (f" (attempt {attempt})" if attempt > 1 else "") for status, attempt in runs)
     ROWS.append(

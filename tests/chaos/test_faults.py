@@ -26,12 +26,14 @@ from chat.models import ChatSession, Message, Run
 from tests.chaos import report
 from tests.chaos.topology import ChatResult, Topology, chat, request, rss_kib
 from tests.live import refuses_100_mb_uploads, use_broker
+from workers.exceptions import DATABASE_UNAVAILABLE_TEXT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LEASE = 4.0  # the demo site's HELIX["LEASE_SECONDS"]
 CLIENTS = 12
 RETRY_WINDOW = 10  # seconds readers and writers ride out Redis away or full (30 by default)
+STATEMENT_TIMEOUT = 12  # seconds PostgreSQL lets a statement wait (a lock, a slow disk) before it cancels it
 
 
 @pytest.fixture
@@ -50,6 +52,9 @@ def topology(request: pytest.FixtureRequest, test_database: str) -> Iterator[Top
             "HELIX_SERVER_HEADER_TIMEOUT_SECONDS": "3",
             "HELIX_SLOW_CLIENT_TIMEOUT": "10",
             "HELIX_REDIS_RETRY_TIMEOUT": str(RETRY_WINDOW),
+            # As the README advises: a stall past this fails the statement, instead of holding a
+            # request or a run for as long as the stall lasts.
+            "PGOPTIONS": f"-c statement_timeout={STATEMENT_TIMEOUT}s",
         },
     )
     site.start()
@@ -109,7 +114,13 @@ async def settle(tasks: Chats, cleared_at: float, site: Topology) -> list[tuple[
     return [task.result() for task in tasks.values()]
 
 
-async def check_clients(results: list[tuple[str, ChatResult]], cleared_at: float) -> None:
+def run_error_codes(session_ids: list[str]) -> dict[str, str]:
+    """The error code each failed run recorded, by session."""
+    failed = Run.objects.filter(session_id__in=session_ids, status="failed").exclude(error_code="")
+    return {str(session): code for session, code in failed.values_list("session_id", "error_code")}
+
+
+async def check_clients(results: list[tuple[str, ChatResult]], cleared_at: float, codes: dict[str, str]) -> None:
     ends = await sync_to_async(run_ends)([session_id for session_id, _ in results])
     for session_id, result in results:
         if result.status != 200:  # refused before the first byte: a typed JSON error, never a page
@@ -120,8 +131,8 @@ async def check_clients(results: list[tuple[str, ChatResult]], cleared_at: float
         assert result.finished or result.errors, f"{session_id}: neither the answer nor an error"
         deadline = max(cleared_at, ends.get(session_id, cleared_at)) + 5
         assert result.ended_at <= deadline, f"{session_id} ended {result.ended_at - deadline + 5:.1f} s late"
-        if result.errors:  # typed: the error names its code
-            assert all(":" in error for error in result.errors), result.errors
+        if result.errors:  # typed: a broken stream's error names its code; a failed run recorded its own
+            assert session_id in codes or all(":" in error for error in result.errors), result.errors
 
 
 async def check_runs(session_ids: list[str], cleared_at: float, site: Topology) -> list[tuple[str, int]]:
@@ -162,14 +173,12 @@ async def check_fault(
     (:func:`check_runs`), the processes and, with ``memory``, the web processes' memory
     (:func:`check_memory_flat`); the fault's row goes into the suite's table. The clients' results."""
     results = await settle(tasks, cleared_at, site)
-    await check_clients(results, cleared_at)
     runs = await check_runs([session_id for session_id, _ in results], cleared_at, site)
+    codes = await sync_to_async(run_error_codes)([session_id for session_id, _ in results])
+    await check_clients(results, cleared_at, codes)
     site.check_alive()
-    kept = await sync_to_async(
-        lambda: [str(pk) for pk in ChatSession.objects.filter(pk__in=list(tasks)).values_list("pk", flat=True)]
-    )()
-    growth = await check_memory_flat(site, token, kept[0]) if memory else ""
-    report.record(fault, results, cleared_at, runs, growth)
+    growth = await check_memory_flat(site, token, *await sync_to_async(burst_session)(list(tasks))) if memory else ""
+    report.record(fault, results, cleared_at, runs, growth, codes)
     return results
 
 
@@ -236,10 +245,82 @@ async def test_a_10_s_database_stall_takes_over_no_healthy_run(topology: Topolog
     assert attempts == [("completed", 1)] * len(tasks), attempts
 
 
-async def check_memory_flat(site: Topology, token: str, session_id: str, requests: int = 3000) -> str:
+def lock_the_runs_table(database_url: str, seconds: float) -> None:
+    """The database stalls for everything that touches runs: no run can be read, written or
+    inserted (by a worker, the reaper, a POST or a resume) for ``seconds``."""
+    import psycopg
+
+    with psycopg.connect(database_url) as connection, connection.transaction():
+        connection.execute("LOCK TABLE helix_chat_run IN ACCESS EXCLUSIVE MODE")
+        time.sleep(seconds)
+
+
+@pytest.mark.parametrize("topology", [False], ids=["in-memory"], indirect=True)  # a database fault
+async def test_a_database_stall_past_its_timeouts_fails_runs_in_plain_words(topology: Topology, token: str) -> None:
+    """The database stalls longer than its statement timeout while runs stream. A run whose step
+    could not be saved fails ``database_unavailable`` with plain words for the user (never the
+    driver's text), recorded before its stream says so, and no answer follows that ``error``; a
+    chat posted and a stream resumed during the stall get a typed 503 and store nothing; no
+    worker dies, no run stays open, and chats are answered once the database is back."""
+    tasks = await many_chats(topology, token, count=8)
+    stall = asyncio.ensure_future(
+        asyncio.to_thread(lock_the_runs_table, topology.env["DATABASE_URL"], STATEMENT_TIMEOUT + 4.0)
+    )
+    await asyncio.sleep(1.0)
+    late = str(uuid.uuid4())
+    tasks[late] = asyncio.ensure_future(chat(topology.ports[0], token, "Asked during the stall", session_id=late))
+    resumed = asyncio.ensure_future(
+        request(topology.ports[1], "GET", f"/api/chat/{next(iter(tasks))}/stream", token=token)
+    )
+    await stall
+    fault = f"the database stalls {STATEMENT_TIMEOUT + 4} s, past its {STATEMENT_TIMEOUT} s statement timeout"
+    results = dict(
+        await check_fault(topology, token, fault + ", a chat posted meanwhile", tasks, time.monotonic(), memory=True)
+    )
+    for response in (results.pop(late), await resumed):
+        assert response.status == 503 and json.loads(response.body)["code"] == "DATABASE_UNAVAILABLE", response.body
+    assert not await sync_to_async(ChatSession.objects.filter(pk=late).exists)()
+    runs = await sync_to_async(
+        lambda: {
+            str(session): (status, code, text)
+            for session, status, code, text in Run.objects.filter(session_id__in=list(results)).values_list(
+                "session_id", "status", "error_code", "error_message"
+            )
+        }
+    )()
+    failed = [session_id for session_id, (status, _, _) in runs.items() if status == "failed"]
+    assert failed, f"no run was writing during a stall past the timeout: {runs}"
+    for session_id, result in results.items():
+        status, code, text = runs[session_id]
+        if session_id not in failed:
+            assert (status, result.finished, result.errors) == ("completed", True, []), (session_id, result.errors)
+            continue
+        assert (code, text) == ("database_unavailable", DATABASE_UNAVAILABLE_TEXT), runs[session_id]
+        assert result.errors == [DATABASE_UNAVAILABLE_TEXT], result.errors  # the user's words, not the driver's
+        after = [e["type"] for e in result.events[[e.get("type") for e in result.events].index("error") + 1 :]]
+        assert not {"text-start", "text-delta", "reasoning-delta", "tool-input-available"} & set(after), after
+    await still_answers(topology, token)
+
+
+def burst_session(session_ids: list[str]) -> tuple[str, bool]:
+    """The session the memory check reads after a fault: one whose run completed when there is
+    one (its resume answers 204), else any left (its failed stream answers 410); and whether its
+    run failed."""
+    completed = Run.objects.filter(session_id__in=session_ids, status="completed").values_list("session_id", flat=True)
+    for session_id in completed[:1]:
+        return str(session_id), False
+    kept = ChatSession.objects.filter(pk__in=session_ids).values_list("pk", flat=True)
+    return str(kept[0]), True
+
+
+async def check_memory_flat(
+    site: Topology, token: str, session_id: str, failed: bool = False, requests: int = 3000
+) -> str:
     """Each web process still answers, and its memory stays flat over ``requests`` more requests
-    (resumes of a finished stream and reads of its messages): a fault that broke something
-    inside Daphne would show as growth per request. The growth, per process."""
+    (resumes of an ended stream and reads of its messages): a fault that broke something inside
+    Daphne would show as growth per request. A ``failed`` run's stream answers its typed 410.
+    The growth, per process."""
+    answers = {200, 204, 410} if failed else {200, 204}
 
     async def burst(count: int) -> None:
         paths = [f"/api/chat/{session_id}/stream", f"/api/chat/{session_id}/messages"]
@@ -248,7 +329,8 @@ async def check_memory_flat(site: Topology, token: str, session_id: str, request
         async def one(i: int) -> None:
             async with semaphore:
                 result = await request(site.ports[i % len(site.ports)], "GET", paths[i % 2], token=token)
-                assert result.status in (200, 204), (result.status, result.body[:300])
+                assert result.status in answers, (result.status, result.body[:300])
+                assert result.status != 410 or b"STREAM_FAILED" in result.body, result.body[:300]
 
         await asyncio.gather(*(one(i) for i in range(count)))
 
