@@ -95,10 +95,13 @@ def _follow(target: Target, streams: list[str], niceness: int, ready: Any, stop:
                 first = False
                 answered.append(1)
             now = time.time_ns()
-            window = tail + data  # an event split across reads is matched once, whole
-            latencies.extend((now - int(m)) / 1e6 for m in TIMESTAMP.findall(window))
+            window = tail + data  # only whole events are counted: one split across reads, once
             cut = window.rfind(b"\n\n")
-            tail = window[cut + 2 :] if cut >= 0 else window
+            if cut < 0:
+                tail = window
+                continue
+            latencies.extend((now - int(m)) / 1e6 for m in TIMESTAMP.findall(window, 0, cut))
+            tail = window[cut + 2 :]
         writer.close()
 
     async def main() -> list[float]:
@@ -149,7 +152,7 @@ def _write(kind: str, redis_url: str, streams: list[str], rate: float, seconds: 
     while time.perf_counter() - start < seconds:
         due = int((time.perf_counter() - start) * total) + 1
         if due <= count:
-            time.sleep(min(0.001, (count + 1) / total - (time.perf_counter() - start)))
+            time.sleep(max(0.0, min(0.001, (count + 1) / total - (time.perf_counter() - start))))
             continue
         pipe = client.pipeline(transaction=False)
         for index in range(count, due):
@@ -188,6 +191,9 @@ def measure(
     writer = ctx.Process(target=_write, args=(target.kind, redis_url, streams, rate, seconds, niceness, out))
     writer.start()
     writer.join()
+    if writer.exitcode != 0:
+        stop.set()
+        raise RuntimeError(f"the writer process failed (exit code {writer.exitcode})")
     time.sleep(0.5)  # the last events delivered
     cpu = cpu_seconds(target.pid) - cpu_before
     time.sleep(1.0)  # and read by clients that share their CPU with the writer and Redis

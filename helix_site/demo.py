@@ -26,7 +26,7 @@ from helix_site.stream_demo import start_demo_stream
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
 from streams.exceptions import StreamFailedError, StreamNotFoundError
-from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position, wire_events, with_keep_alive
+from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position, wire_events
 
 __all__ = ["DemoEventsView", "StartDemoView", "chat_page", "demo_page"]
 
@@ -78,5 +78,5 @@ class DemoEventsView(HelixAPIView):
             if info is None:
                 raise StreamNotFoundError(stream_id)
             raise StreamFailedError(stream_id, info.error)
-        body = with_keep_alive(wire_events(reader), helix_settings.SSE_KEEPALIVE_SECONDS)
+        body = wire_events(reader, keep_alive=float(helix_settings.SSE_KEEPALIVE_SECONDS))
         return to_django(HandlerResponse(200, dict(UI_MESSAGE_STREAM_HEADERS), body))

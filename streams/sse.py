@@ -190,11 +190,15 @@ async def with_keep_alive(events: AsyncIterable[bytes], interval: float) -> Asyn
             await aclose()
 
 
-async def wire_events(reader: ResumableStreamReader) -> AsyncIterator[bytes]:
+async def wire_events(reader: ResumableStreamReader, *, keep_alive: float | None = None) -> AsyncIterator[bytes]:
     """The Helix wire events of a reader as SSE: a ``chunk`` event per chunk (``id:`` = its
-    sequence), then ``end`` or ``fail`` when the stream stops. A paused stream just closes."""
+    sequence), then ``end`` or ``fail`` when the stream stops. A paused stream just closes. With
+    ``keep_alive``, :data:`KEEP_ALIVE` after that many seconds idle."""
     try:
-        async for batch in reader.batches():
+        async for batch in reader.batches(keep_alive=keep_alive):
+            if not batch:
+                yield KEEP_ALIVE
+                continue
             yield b"".join(
                 encode_event(StreamChunkEvent(chunk=chunk, sequence=sequence), id=sequence) for chunk, sequence in batch
             )

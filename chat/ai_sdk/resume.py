@@ -15,9 +15,17 @@ from chat.ai_sdk.state import RunInfo
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends.base import StreamManager
 from streams.backends.readers import ResumableStreamReader
+from streams.backends.records import ReadPage
 from streams.sse import encode_event
 
-__all__ = ["resume_run_stream"]
+__all__ = ["resume_position", "resume_run_stream"]
+
+
+def resume_position(run: RunInfo | None, from_sequence: int | None) -> int:
+    """Where a reader resuming ``run`` for a client at ``from_sequence`` starts: the run's start
+    when the client names no position (or one before the run), else the client's position."""
+    start = 0 if run is None else run.start_sequence
+    return start if from_sequence is None or from_sequence <= start else from_sequence
 
 
 async def resume_run_stream(
@@ -29,8 +37,12 @@ async def resume_run_stream(
     content_replay: bool = True,
     transformer_options: dict[str, Any] | None = None,
     message_id: str | None = None,
+    keep_alive: float | None = None,
+    first_page: ReadPage | None = None,
 ) -> AsyncIterator[bytes] | None:
     """SSE bytes for a client resuming ``run``; ``None`` when the stream is gone or failed.
+    ``keep_alive``: seconds of silence after which the body sends a keep-alive comment.
+    ``first_page``: the stream's first page from :func:`resume_position`, when the caller read it.
 
     * no position (``useChat({resume: true})``): the run is replayed from its first chunk, then
       followed live; the client rebuilds the message from the replayed ``start``;
@@ -47,14 +59,13 @@ async def resume_run_stream(
     shown = message_id if message_id is not None and message_id.removesuffix(PARTIAL_SUFFIX) == run.message_id else None
     options = {"message_id": shown or run.message_id, **(transformer_options or {})}
     transformer = StreamTransformer(**options)
-    start = run.start_sequence
-    position = start if from_sequence is None or from_sequence <= start else from_sequence
-    reader = await manager.create_resumable_reader(session_id, position)
+    position = resume_position(run, from_sequence)
+    reader = await manager.create_resumable_reader(session_id, position, first_page=first_page)
     if reader is None:
         return None
-    if position == start:
-        return ui_message_stream(reader.batches(), transformer)
-    return _resumed(manager, session_id, run, position, reader, transformer, content_replay)
+    if position == run.start_sequence:
+        return ui_message_stream(reader.batches(keep_alive=keep_alive), transformer)
+    return _resumed(manager, session_id, run, position, reader, transformer, content_replay, keep_alive)
 
 
 async def _resumed(
@@ -65,6 +76,7 @@ async def _resumed(
     reader: ResumableStreamReader,
     transformer: StreamTransformer,
     content_replay: bool,
+    keep_alive: float | None,
 ) -> AsyncIterator[bytes]:
     if content_replay:
         # `start` needs only the message id: send it before reading the run's content, so the
@@ -84,5 +96,6 @@ async def _resumed(
             events = transformer.start(content.agent_id)  # nothing shown yet: name the message
         events += unfinished_tool_events(content)
         transformer.resume_from(content)
-    async for part in ui_message_stream(reader.batches(), transformer, head=[(event, position) for event in events]):
+    head = [(event, position) for event in events]
+    async for part in ui_message_stream(reader.batches(keep_alive=keep_alive), transformer, head=head):
         yield part

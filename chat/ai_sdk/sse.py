@@ -17,7 +17,7 @@ from chat.ai_sdk.events import ErrorChunk, FinishReason, UIMessageChunk
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.exceptions import HelixError
 from streams.protocol import Chunk
-from streams.sse import DONE, UI_MESSAGE_STREAM_HEADERS, encode_event
+from streams.sse import DONE, KEEP_ALIVE, UI_MESSAGE_STREAM_HEADERS, encode_event
 
 __all__ = [
     "AI_SDK_UI_HEADER",
@@ -68,7 +68,8 @@ async def ui_message_stream(
 ) -> AsyncIterator[bytes]:
     """SSE bytes for ``(chunk, sequence)`` pairs (or batches of them, as ``reader.batches()``
     yields): ``head`` events first (content replay), the transformed chunks with ``id:`` lines
-    carrying their sequence, then ``finalize()``'s events and ``data: [DONE]``. The body ends when
+    carrying their sequence, then ``finalize()``'s events and ``data: [DONE]``. An empty batch
+    (``batches(keep_alive=…)`` on an idle stream) is sent as a keep-alive comment. The body ends when
     this generator does; closing it early closes ``chunks`` (and so the reader behind them)."""
     transform = transformer.transform
     try:
@@ -76,6 +77,9 @@ async def ui_message_stream(
         if head_bytes:
             yield head_bytes
         async for item in chunks:
+            if not item:  # an idle stream: its reader's keep-alive
+                yield KEEP_ALIVE
+                continue
             batch: Any = (item,) if _is_pair(item) else item
             parts: list[bytes] = []
             for chunk, sequence in batch:

@@ -17,7 +17,7 @@ import msgspec
 
 from chat.ai_sdk.loading import load_reply_page
 from chat.ai_sdk.messages import IdGenerator
-from chat.ai_sdk.resume import resume_run_stream
+from chat.ai_sdk.resume import resume_position, resume_run_stream
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
 from chat.ai_sdk.sse import create_sse_headers, ending_cleanly, ui_message_stream
 from chat.ai_sdk.state import RunInfo, StateStore
@@ -39,7 +39,7 @@ from streams.exceptions import (
     ValidationError,
 )
 from streams.messages import StoredMessage
-from streams.sse import extract_resume_position, with_keep_alive
+from streams.sse import extract_resume_position
 from workers.exceptions import RunConflictError
 from workers.executors import Executor
 
@@ -47,6 +47,14 @@ __all__ = ["FrontendHandler", "create_frontend_handler"]
 
 #: Records a continuation's answers to a paused run's calls; returns the tool call ids answered.
 Decide = Callable[[str, list[ToolAnswer], "int | None"], Awaitable[list[str]]]
+
+
+class _Unread:
+    """The type of :data:`UNREAD`."""
+
+
+UNREAD = _Unread()
+"""``handle_resume(run=UNREAD)``: the caller has not read the session's current run."""
 
 
 class FrontendHandler:
@@ -84,8 +92,8 @@ class FrontendHandler:
         self.double_texting = double_texting or DoubleTexting("reattach")
 
     def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
-        guarded = ending_cleanly(body, self.logger)
-        return HandlerResponse(200, create_sse_headers(headers), with_keep_alive(opened(guarded), self.keep_alive))
+        """A stream response of ``body``, whose reader sends keep-alives itself (``batches(keep_alive=…)``)."""
+        return HandlerResponse(200, create_sse_headers(headers), opened(ending_cleanly(body, self.logger)))
 
     # -- the seeds' single entry point ----------------------------------------------------------
 
@@ -161,7 +169,8 @@ class FrontendHandler:
         if reader is None:  # the run failed before we could attach: the stream says why
             return error_response(StreamFailedError(handle.session_id, "the run failed to start"))
         transformer = StreamTransformer(message_id=handle.message_id, **self.transformer_options)
-        return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": handle.session_id})
+        body = ui_message_stream(reader.batches(keep_alive=self.keep_alive), transformer)
+        return self._stream(body, {"X-Session-Id": handle.session_id})
 
     async def _resume_paused(
         self, session_id: str, run: RunInfo, request: ChatInput, owner_id: int | None
@@ -182,7 +191,8 @@ class FrontendHandler:
         transformer = StreamTransformer(
             message_id=run.message_id, known_tool_calls=answered, **self.transformer_options
         )
-        return self._stream(ui_message_stream(reader.batches(), transformer), {"X-Session-Id": session_id})
+        body = ui_message_stream(reader.batches(keep_alive=self.keep_alive), transformer)
+        return self._stream(body, {"X-Session-Id": session_id})
 
     async def _execute_once_free(
         self, session_id: str, request: ChatInput, owner_id: int | None, headers: Mapping[str, Any]
@@ -224,28 +234,34 @@ class FrontendHandler:
 
     # -- GET: resume the current run -------------------------------------------------------------
 
-    async def handle_resume(self, session_id: str, headers: Mapping[str, Any] | Any) -> HandlerResponse:
+    async def handle_resume(
+        self, session_id: str, headers: Mapping[str, Any] | Any, *, run: RunInfo | _Unread | None = UNREAD
+    ) -> HandlerResponse:
         """Stream the session's current run from the client's position: 200 with what the client
         lacks (the rest of the run, and its end when it ended), 204 when it has everything (or
         there is nothing), 410 when the run failed, and a typed 400 for a position past the end
-        of the stream, which this server never sent."""
+        of the stream, which this server never sent. ``run``: the session's current run when the
+        caller has read it already (in the hop that checked the session's owner), else it is read
+        here."""
         try:
             position = extract_resume_position(headers)
-            info = await self.streams.get_stream_info(session_id)
-            if info is None:
+            if isinstance(run, _Unread):
+                run = await self.store.get_current_run(session_id)
+            # The stream's state and the reader's first page in one round trip.
+            page = await self.streams.first_page(session_id, resume_position(run, position))
+            if page is None:
                 return HandlerResponse(204)
-            if position is not None and position > info.latest_sequence:
+            if position is not None and position > page.latest_sequence:
                 raise ResumePositionError(
-                    f"The resume position {position} is past the end of the stream ({info.latest_sequence}): "
+                    f"The resume position {position} is past the end of the stream ({page.latest_sequence}): "
                     "reload the snapshot"
                 )
         except HelixError as exc:
             return error_response(exc)
-        if info.status == "failed":
-            return error_response(StreamFailedError(session_id, info.error))
-        if info.status == "ended" and (position is None or position == info.latest_sequence):
+        if page.status == "failed":
+            return error_response(StreamFailedError(session_id, page.error))
+        if page.status == "ended" and (position is None or position == page.latest_sequence):
             return HandlerResponse(204)  # the client has it all (or asks for no position after the end)
-        run = await self.store.get_current_run(session_id)
         if run is None:
             return HandlerResponse(204)
         body = await resume_run_stream(
@@ -256,6 +272,8 @@ class FrontendHandler:
             content_replay=self.content_replay,
             transformer_options=self.transformer_options,
             message_id=existing_message_id(headers),
+            keep_alive=self.keep_alive,
+            first_page=page,
         )
         if body is None:
             return HandlerResponse(204)

@@ -20,6 +20,7 @@ from django.http.response import HttpResponseBase
 from rest_framework import generics, pagination, serializers
 from rest_framework.request import Request
 
+from chat.ai_sdk.state import RunInfo
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
 from chat.http.access import caller_of, session_access
 from chat.http.open_streams import admit, caller_key, counted
@@ -30,6 +31,7 @@ from chat.models import ChatSession
 from chat.services import get_handler
 from chat.session_ids import body_session_id, new_session_id
 from chat.state.db import db
+from chat.state.reads import current_run
 from chat.state.store import DjangoStateStore
 from streams.conf import helix_settings
 from streams.exceptions import ValidationError
@@ -80,6 +82,14 @@ def _json_body(request: Request) -> Any:
 class _ResumeMixin(HelixAPIView):
     #: GETs of this view are served by the ASGI route (:mod:`chat.http.asgi`), thread-free.
     stream_route = True
+    latest_run: RunInfo | None = None
+
+    def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super()._prepare(request, *args, **kwargs)
+        if request.method == "GET" and self.session_exists:
+            # In the database hop that authenticated the caller and checked the owner: a
+            # reconnect storm is thousands of these, each one hop instead of two.
+            self.latest_run = current_run(kwargs["session_id"])
 
     async def get(self, request: Request, session_id: str) -> HttpResponseBase:
         """Stream the current run from the client's position (204 when there is nothing)."""
@@ -88,7 +98,7 @@ class _ResumeMixin(HelixAPIView):
             return HttpResponse(status=204)
         key = caller_key(self.caller)
         admit(key)
-        return to_django(await get_handler().handle_resume(session_id, request), key)
+        return to_django(await get_handler().handle_resume(session_id, request, run=self.latest_run), key)
 
 
 async def _post_chat(view: HelixAPIView, request: Request, session_id: str | None) -> HttpResponseBase:

@@ -10,7 +10,7 @@ from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import record_id, session_key
 from chat.state.db import db
 
-__all__ = ["DjangoStateReader"]
+__all__ = ["DjangoStateReader", "current_run"]
 
 
 def _run_info(run: Run) -> RunInfo:
@@ -22,6 +22,17 @@ def _run_info(run: Run) -> RunInfo:
         message_id=run.message_id or None,
         message_offset=run.message_offset,
     )
+
+
+def current_run(session_id: str) -> RunInfo | None:
+    """The session's latest run, read on the calling thread (a database thread: see
+    :func:`chat.state.db.db`), so a caller can make it part of a hop it makes anyway."""
+    key = session_key(session_id)
+    if key is None:
+        return None
+    fields = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
+    rows = list(Run.objects.for_session(key).latest_first().values_list(*fields)[:1])
+    return _run_info(Run(**dict(zip(fields, rows[0], strict=True)))) if rows else None
 
 
 class DjangoStateReader(StateStore):
@@ -52,14 +63,7 @@ class DjangoStateReader(StateStore):
         return dict(session.state) if session else {}
 
     async def get_current_run(self, session_id: str) -> RunInfo | None:
-        key = session_key(session_id)
-        if key is None:
-            return None
-        fields = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
-        rows = await db(lambda: list(Run.objects.for_session(key).latest_first().values_list(*fields)[:1]))()
-        if not rows:
-            return None
-        return _run_info(Run(**dict(zip(fields, rows[0], strict=True))))
+        return await db(current_run)(session_id)
 
     async def get_checkpoint(self, session_id: str) -> CheckpointInfo | None:
         key = session_key(session_id)

@@ -87,18 +87,37 @@ class StreamManager(abc.ABC):
 
     # -- reading ---------------------------------------------------------------------------
 
+    async def first_page(self, stream_id: str, from_sequence: int) -> ReadPage | None:
+        """The first page a reader from ``from_sequence`` would read, with the stream's status,
+        latest sequence and error as of that read (one round trip); ``None`` for a missing stream.
+        Hand it to :meth:`create_resumable_reader` to decide on the stream and read it in one go."""
+        self._check_position(from_sequence)
+        validate_stream_id(stream_id)
+        return await self._read_page(stream_id, from_sequence, self.page_size)
+
+    @staticmethod
+    def _check_position(from_sequence: object) -> None:
+        if not isinstance(from_sequence, int) or isinstance(from_sequence, bool) or from_sequence < 0:
+            raise ValidationError(f"from_sequence must be a non-negative integer, not {from_sequence!r}")
+
     async def create_resumable_reader(
-        self, stream_id: str, from_sequence: int = 0, *, stop_on_pause: bool = True
+        self,
+        stream_id: str,
+        from_sequence: int = 0,
+        *,
+        stop_on_pause: bool = True,
+        first_page: ReadPage | None = None,
     ) -> ResumableStreamReader | None:
         """A reader yielding ``(chunk, sequence)`` for every chunk after ``from_sequence``.
 
         It tails live chunks until the stream ends or fails (and, with ``stop_on_pause``, until
         it pauses at a human-in-the-loop boundary). ``None`` for a missing or failed stream.
+        ``first_page``: what :meth:`first_page` read for this stream and position, if the caller
+        has it already.
         """
-        if not isinstance(from_sequence, int) or isinstance(from_sequence, bool) or from_sequence < 0:
-            raise ValidationError(f"from_sequence must be a non-negative integer, not {from_sequence!r}")
+        self._check_position(from_sequence)
         validate_stream_id(stream_id)
-        page = await self._read_page(stream_id, from_sequence, self.page_size)
+        page = first_page if first_page is not None else await self._read_page(stream_id, from_sequence, self.page_size)
         if page is None or page.status == "failed":
             return None
         return ResumableStreamReader(self, stream_id, from_sequence, page, stop_on_pause=stop_on_pause)

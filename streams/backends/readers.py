@@ -32,6 +32,12 @@ logger = logging.getLogger(__name__)
 #: store again, so a stream that ended, failed or vanished closes even if every notification is lost.
 RECHECK_SECONDS = 1.0
 _CHECK_BATCH = 64  # idle readers checked in one round trip
+#: While a reader catches up, its pages grow from the store's ``page_size`` to about this many
+#: bytes of stored chunks (at most :data:`MAX_PAGE_CHUNKS`): few round trips for a long replay,
+#: and a bounded page for a client that stops reading (the next page is read only once the last
+#: one was sent). The first page stays small, for a quick first event.
+PAGE_BYTES = 64 * 1024
+MAX_PAGE_CHUNKS = 2048
 
 
 class Subscription(abc.ABC):
@@ -61,7 +67,11 @@ class Subscription(abc.ABC):
 class _Watchdog:
     """Checks, for the caught-up readers of one event loop, those that heard nothing for
     :data:`RECHECK_SECONDS`: one batched read of their streams' status and latest sequence per
-    store and tick, and a nudge only for a reader whose stream moved on without telling it."""
+    store and tick, and a nudge only for a reader whose stream moved on without telling it.
+
+    It also keeps idle streams alive: a reader whose :meth:`~ResumableStreamReader.batches` asked
+    for a keep-alive and has yielded nothing for that long is nudged to yield an empty batch. One
+    timer per loop, instead of a timeout around every batch of every stream."""
 
     def __init__(self) -> None:
         self.readers: weakref.WeakSet[ResumableStreamReader] = weakref.WeakSet()
@@ -78,7 +88,13 @@ class _Watchdog:
             now = time.monotonic()
             idle: dict[int, list[ResumableStreamReader]] = {}
             for reader in list(self.readers):
-                if reader._subscription is not None and now - reader._heard_at >= RECHECK_SECONDS:
+                subscription = reader._subscription
+                if subscription is None:
+                    continue
+                if reader._keep_alive is not None and now - reader._yielded_at >= reader._keep_alive:
+                    reader._keep_alive_due = True
+                    subscription.nudge()
+                if now - reader._heard_at >= RECHECK_SECONDS:
                     idle.setdefault(id(reader.manager), []).append(reader)
             for readers in idle.values():
                 for start in range(0, len(readers), _CHECK_BATCH):  # small slices: live readers go first
@@ -152,12 +168,18 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self.total_chunks = first_page.latest_sequence
         self.error: str | None = first_page.error
         self._cursor = from_sequence  # highest sequence handed to the buffer
+        self._limit = manager.page_size  # chunks asked for per page (grows while catching up)
         self._buffer: deque[StoredChunk] = deque()
         self._finished = False
         self._subscription: Subscription | None = None
         self._heard_at = 0.0  # when its subscription last woke it (the watchdog nudges the silent)
-        self._need_read = True
+        self._keep_alive: float | None = None  # seconds idle before batches() yields []
+        self._keep_alive_due = False
+        self._yielded_at = time.monotonic()  # when batches() last yielded
         self._take_page(first_page)
+        # Read again only for more than the first page held, or to see a final status once more;
+        # a reader the first page caught up subscribes straight away (and then reads once more).
+        self._need_read = self._cursor < first_page.latest_sequence or self._should_stop()
 
     def __aiter__(self) -> ResumableStreamReader:
         return self
@@ -171,21 +193,31 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self.current_sequence = item[1]
         return item
 
-    async def batches(self) -> AsyncIterator[list[StoredChunk]]:
+    async def batches(self, *, keep_alive: float | None = None) -> AsyncIterator[list[StoredChunk]]:
         """Yield the chunks in lists as they arrive (pages when catching up, live batches after).
 
-        Leaving the loop early (a client that disconnected) closes the reader.
+        With ``keep_alive``, an empty list after that many seconds (about: the reader watchdog
+        checks once a second) in which the stream sent nothing, for the caller to keep its
+        connection alive. Leaving the loop early (a client that disconnected) closes the reader.
         """
+        self._keep_alive = keep_alive
         try:
             while True:
                 if self._buffer:
                     batch = list(self._buffer)
                     self._buffer.clear()
                     self.current_sequence = batch[-1][1]
+                    self._keep_alive_due = False
+                    self._yielded_at = time.monotonic()
                     yield batch
                     continue
                 if self._finished:
                     return
+                if self._keep_alive_due:
+                    self._keep_alive_due = False
+                    self._yielded_at = time.monotonic()
+                    yield []
+                    continue
                 await self._fill()
         finally:
             self._release()
@@ -209,6 +241,9 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         return self.status in TERMINAL or (self.stop_on_pause and self.status == "paused")
 
     def _take_page(self, page: ReadPage) -> None:
+        if page.nbytes and len(page.chunks) >= self._limit:  # a full page: there is more to catch up
+            per_chunk = page.nbytes / len(page.chunks)
+            self._limit = max(self.manager.page_size, min(MAX_PAGE_CHUNKS, int(PAGE_BYTES / per_chunk)))
         self.status, self.error = page.status, page.error
         self.total_chunks = max(self.total_chunks, page.latest_sequence)
         if not self._accept(page.chunks):
@@ -230,25 +265,25 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                     await self.aclose()
                     raise StreamNotFoundError(self.stream_id, f"Stream {self.stream_id} was deleted while being read")
                 self._take_page(page)
-                # Read again unless caught up and subscribed, or to see a final status once more.
-                self._need_read = (
-                    self._subscription is None or self._cursor < page.latest_sequence or self._should_stop()
-                )
+                # Read again while behind, or to see a final status once more.
+                self._need_read = self._cursor < page.latest_sequence or self._should_stop()
                 if self._buffer:
                     return
                 if self._finished:
                     await self.aclose()
                     return
-                if self._subscription is None:
-                    # Caught up with a live stream: subscribe, then read once more so that nothing
-                    # written before the subscription was live can be missed.
-                    self._subscription = self.manager._subscribe(self)
-                    await self._subscription.ready()
-                    self._heard_at = time.monotonic()
-                    _watchdog().watch(self)
-                    self._need_read = True
                 continue
-            assert self._subscription is not None
+            if self._subscription is None:
+                # Caught up with a live stream: subscribe, then read once more so that nothing
+                # written before the subscription was live can be missed.
+                self._subscription = self.manager._subscribe(self)
+                await self._subscription.ready()
+                self._heard_at = time.monotonic()
+                _watchdog().watch(self)
+                self._need_read = True
+                continue
+            if self._keep_alive_due:
+                return  # batches() yields its keep-alive; the next fill goes on from here
             pushed = await self._subscription.wait()
             self._heard_at = time.monotonic()
             if pushed is None or not self._accept(pushed):
@@ -261,7 +296,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         store = self.manager
         try:
             return await retry(
-                lambda: store._read_page(self.stream_id, self._cursor, store.page_size),
+                lambda: store._read_page(self.stream_id, self._cursor, self._limit),
                 StreamUnavailableError,
                 Backoff(timeout=store.retry_timeout),
             )

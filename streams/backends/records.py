@@ -68,3 +68,5 @@ class ReadPage:
     status: StreamStatus
     latest_sequence: int
     error: str | None = None
+    #: The stored size of ``chunks`` in bytes, when the backend knows it (0: it does not).
+    nbytes: int = 0

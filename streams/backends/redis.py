@@ -223,11 +223,13 @@ class RedisStreamManager(StreamManager):
         if status is None:
             return None
         stored: list[StoredChunk] = []
+        nbytes = 0
         if entries:
             first = int(entries[0][0].partition(b"-")[0])
-            chunks = decode_chunks([fields[1] for _, fields in entries])
-            stored = stored_chunks(chunks, first)
-        return ReadPage(stored, status.decode(), int(latest), error.decode() if error else None)
+            payloads = [fields[1] for _, fields in entries]
+            nbytes = sum(map(len, payloads))
+            stored = stored_chunks(decode_chunks(payloads), first)
+        return ReadPage(stored, status.decode(), int(latest), error.decode() if error else None, nbytes)
 
     async def _step_start(self, stream_id: str, step: int) -> int | None:
         state = self._state()
