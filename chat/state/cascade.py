@@ -6,6 +6,10 @@ commits. Its transcript does not outlive it, and readers still tailing it end at
 error (``STREAM_NOT_FOUND``) instead of waiting on a stream nobody writes any more; a worker still
 running the session's run finds its stream gone at its next write and its lease gone at its next
 beat, and stops.
+
+A deletion also locks the session's row before it removes anything: a worker committing a step
+of that session meanwhile then waits, and fails once the session is gone, instead of adding rows
+the deletion has already cleared and failing the deletion on its foreign keys.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import router, transaction
-from django.db.models.signals import post_delete
+from django.db.models.signals import post_delete, pre_delete
 
 from chat.models import ChatSession
 from streams.backends import get_stream_manager
@@ -34,10 +38,19 @@ def delete_stream(session_id: str) -> None:
         logger.warning("could not delete the stream of deleted session %s (it expires)", session_id, exc_info=True)
 
 
+def _lock_session(sender: type[ChatSession], instance: ChatSession, **kwargs: Any) -> None:
+    # pre_delete runs in the deletion's transaction, before any of its DELETEs. On PostgreSQL a
+    # step's rows are checked against their session when the step commits (deferred foreign
+    # keys), and that check waits for this lock; databases without row locks ignore it.
+    using = kwargs.get("using") or router.db_for_write(sender)
+    list(sender._base_manager.using(using).select_for_update().filter(pk=instance.pk).values_list("pk"))
+
+
 def _session_deleted(sender: type[ChatSession], instance: ChatSession, **kwargs: Any) -> None:
     using = kwargs.get("using") or router.db_for_write(sender)
     transaction.on_commit(partial(delete_stream, str(instance.pk)), using=using)
 
 
 def connect() -> None:
+    pre_delete.connect(_lock_session, sender=ChatSession, dispatch_uid="helix-session-lock")
     post_delete.connect(_session_deleted, sender=ChatSession, dispatch_uid="helix-session-stream")

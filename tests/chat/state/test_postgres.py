@@ -9,15 +9,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
+from django.db.models.signals import post_delete
 from django.utils import timezone
 
 from chat.exceptions import DecisionRejectedError
-from chat.models import ChatSession, PendingCall, Run
+from chat.models import ChatSession, Message, PendingCall, Run
 from chat.state.approvals import ToolAnswer, decide_calls
 from chat.state.store import DjangoStateStore
 from streams.messages import StoredMessage
@@ -158,3 +160,54 @@ def test_a_postgres_restart_mid_run_loses_nothing(live_client: Any, helix_server
     messages = ChatSession.objects.get(pk=session_id).messages
     assert messages.filter(role="user").count() == 2
     assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.parametrize("how", ["queryset", "instance"])
+def test_a_session_deleted_while_a_step_commits_goes_with_what_the_step_added(how: str) -> None:
+    """A worker commits a step (a message) in the middle of a session's deletion (the API, the
+    admin, a host site's own code): after the deletion removed the session's messages, before it
+    removes the session. The deletion still succeeds and leaves nothing behind; the step is the
+    one that fails (its session is gone), not the deletion, with a foreign key error."""
+    run_id = queued_run()
+    session_id = str(Run.objects.get(pk=run_id).session_id)
+    release, committed = threading.Event(), threading.Event()
+    step_error: list[Exception] = []
+
+    def commit_step() -> None:
+        try:
+            with transaction.atomic():
+                Message.objects.create(session_id=session_id, position=1, role="assistant", content="late")
+                release.wait(10)
+        except Exception as exc:
+            step_error.append(exc)
+        finally:
+            committed.set()
+            connections.close_all()
+
+    def in_the_middle(**kwargs: Any) -> None:  # the session's runs are deleted; the session is next
+        release.set()
+        committed.wait(1.5)  # without a lock the step commits here, before the session goes
+
+    def delete() -> Any:
+        try:
+            if how == "queryset":
+                return ChatSession.objects.filter(pk=session_id).delete()[0]
+            return ChatSession.objects.get(pk=session_id).delete()[0]
+        except Exception as exc:
+            return exc
+        finally:
+            connections.close_all()
+
+    step = threading.Thread(target=commit_step)
+    step.start()
+    post_delete.connect(in_the_middle, sender=Run, dispatch_uid="test-step-in-the-middle")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            result = pool.submit(delete).result(15)
+    finally:
+        post_delete.disconnect(sender=Run, dispatch_uid="test-step-in-the-middle")
+    step.join(10)
+    assert not isinstance(result, Exception), result
+    assert [type(e).__name__ for e in step_error] == ["IntegrityError"]
+    assert not ChatSession.objects.filter(pk=session_id).exists()
+    assert not Message.objects.filter(session_id=session_id).exists()
