@@ -109,7 +109,13 @@ def test_nothing_to_resume_after_the_end(live_client: ChatClient, helix_server: 
 
 def test_a_failed_run_errors_and_resume_answers_410(live_client: ChatClient, helix_server: str, token: str) -> None:
     session_id, answer = chat(
-        live_client, helix_server, token, [{"kind": "send", "text": "Hi"}, {"kind": "resume"}], agent="broken"
+        live_client,
+        helix_server,
+        token,
+        # The run's `error` reaches the client before the run is recorded failed and its stream
+        # marked so: a resume in that moment gets the run again, error included.
+        [{"kind": "send", "text": "Hi"}, {"kind": "wait-for-end"}, {"kind": "resume"}],
+        agent="broken",
     )
     assert answer["status"] == "error", answer
     assert answer["errors"][0] == "the model is down"
