@@ -13,10 +13,12 @@ import logging
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
+import msgspec
+
 from chat.ai_sdk.events import ErrorChunk, FinishReason, UIMessageChunk
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.exceptions import HelixError
-from streams.protocol import Chunk
+from streams.protocol import Chunk, TextDelta
 from streams.sse import DONE, KEEP_ALIVE, UI_MESSAGE_STREAM_HEADERS, encode_event
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "is_ai_sdk_request",
     "ui_message_stream",
 ]
+
+_json = msgspec.json.Encoder().encode
 
 AI_SDK_UI_HEADER = "X-AI-SDK-UI"
 """The request header by which an AI SDK UI client may announce itself..."""
@@ -71,7 +75,6 @@ async def ui_message_stream(
     carrying their sequence, then ``finalize()``'s events and ``data: [DONE]``. An empty batch
     (``batches(keep_alive=…)`` on an idle stream) is sent as a keep-alive comment. The body ends when
     this generator does; closing it early closes ``chunks`` (and so the reader behind them)."""
-    transform = transformer.transform
     try:
         head_bytes = b"".join([encode_event(event, id=sequence) for event, sequence in head])
         if head_bytes:
@@ -81,12 +84,9 @@ async def ui_message_stream(
                 yield KEEP_ALIVE
                 continue
             batch: Any = (item,) if _is_pair(item) else item
-            parts: list[bytes] = []
-            for chunk, sequence in batch:
-                for event in transform(chunk)[0]:
-                    parts.append(encode_event(event, id=sequence))
+            parts = frame_batch(batch, transformer)
             if parts:
-                yield b"".join(parts)
+                yield parts
         yield b"".join([encode_event(event) for event in transformer.finalize(finish_reason)]) + DONE
     finally:
         aclose = getattr(chunks, "aclose", None)
@@ -113,6 +113,31 @@ async def ending_cleanly(body: AsyncIterable[bytes], logger: logging.Logger) -> 
         aclose = getattr(body, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransformer) -> bytes:
+    """The SSE events of a batch of ``(chunk, sequence)`` pairs, transformed by ``transformer``.
+
+    Most chunks of an answer are text deltas on its open text block: once the transformer says
+    a delta only appends to that block (:meth:`~StreamTransformer.open_text_block`), the next
+    deltas of the same agent are framed directly, without building their event, until any other
+    chunk goes through the transformer. The bytes are encode_event's."""
+    parts: list[bytes] = []
+    append, transform = parts.append, transformer.transform
+    agent, head = None, b""  # the agent whose deltas append to the open block, and their framing
+    for chunk, sequence in batch:
+        if type(chunk) is TextDelta and chunk.delta:
+            if chunk.agent_id != agent:
+                block = transformer.open_text_block(chunk)
+                if block is not None:
+                    agent, head = chunk.agent_id, b'\ndata: {"type":"text-delta","id":%s,"delta":' % _json(block)
+            if chunk.agent_id == agent:
+                append(b"id: %d%s%s}\n\n" % (sequence, head, _json(chunk.delta)))
+                continue
+        agent = None
+        for event in transform(chunk)[0]:
+            append(encode_event(event, id=sequence))
+    return b"".join(parts)
 
 
 def _is_pair(item: Any) -> bool:

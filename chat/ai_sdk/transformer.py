@@ -156,6 +156,24 @@ class StreamTransformer:
         handler(self, chunk, events)
         return events, sequence
 
+    def open_text_block(self, chunk: protocol.TextDelta) -> str | None:
+        """The text block that text delta ``chunk`` only appends to, in the steady state of an
+        answer (started, same agent, its text block open, nothing to close or open first, a
+        delta to send): ``transform`` would then return exactly one ``text-delta`` on that block
+        and change nothing, so a caller may frame that event itself (the replay hot path).
+        ``None`` whenever ``transform`` has anything else to do."""
+        if (
+            self._text_block is None
+            or not chunk.delta
+            or self._finished
+            or self.chunk_filter is not None
+            or self._reasoning_block is not None
+            or chunk.agent_id != self.agent_id
+            or (self.include_step_events and not self._step_open)
+        ):
+            return None
+        return self._text_block
+
     def finalize(self, finish_reason: FinishReason | None = None) -> Events:
         """Close open blocks (and step) and emit ``finish``; nothing if nothing was started."""
         if self._finished or not self._started:

@@ -15,7 +15,7 @@ import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Protocol
 
 from streams.backends.records import TERMINAL, ReadPage, StreamStatus
@@ -176,6 +176,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self._keep_alive: float | None = None  # seconds idle before batches() yields []
         self._keep_alive_due = False
         self._yielded_at = time.monotonic()  # when batches() last yielded
+        self._ahead: asyncio.Future[ReadPage | None] | None = None  # the next page, being read
         self._take_page(first_page)
         # Read again only for more than the first page held, or to see a final status once more;
         # a reader the first page caught up subscribes straight away (and then reads once more).
@@ -193,7 +194,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self.current_sequence = item[1]
         return item
 
-    async def batches(self, *, keep_alive: float | None = None) -> AsyncIterator[list[StoredChunk]]:
+    async def batches(self, *, keep_alive: float | None = None) -> AsyncGenerator[list[StoredChunk], None]:
         """Yield the chunks in lists as they arrive (pages when catching up, live batches after).
 
         With ``keep_alive``, an empty list after that many seconds (about: the reader watchdog
@@ -209,6 +210,10 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                     self.current_sequence = batch[-1][1]
                     self._keep_alive_due = False
                     self._yielded_at = time.monotonic()
+                    if self._need_read and self._cursor < self.total_chunks:
+                        # Catching up: the store reads the next page while the caller sends
+                        # this one, instead of each waiting for the other.
+                        self._ahead = asyncio.ensure_future(self._fetch())
                     yield batch
                     continue
                 if self._finished:
@@ -260,7 +265,8 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         """
         while True:
             if self._need_read:
-                page = await self._read()
+                ahead, self._ahead = self._ahead, None
+                page = await self._read(ahead)
                 if page is None:
                     await self.aclose()
                     raise StreamNotFoundError(self.stream_id, f"Stream {self.stream_id} was deleted while being read")
@@ -291,21 +297,31 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
             elif self._buffer:
                 return
 
-    async def _read(self) -> ReadPage | None:
-        """Read the next page, retrying an unreachable backend with backoff for a while."""
-        store = self.manager
+    async def _read(self, ahead: asyncio.Future[ReadPage | None] | None = None) -> ReadPage | None:
+        """The next page (``ahead``'s, when it is being read already); an unreachable backend
+        closes the reader and raises."""
         try:
-            return await retry(
-                lambda: store._read_page(self.stream_id, self._cursor, self._limit),
-                StreamUnavailableError,
-                Backoff(timeout=store.retry_timeout),
-            )
+            return await (ahead if ahead is not None else self._fetch())
         except StreamUnavailableError:
             await self.aclose()
             raise
 
+    async def _fetch(self) -> ReadPage | None:
+        """Read the next page, retrying an unreachable backend with backoff for a while."""
+        store = self.manager
+        return await retry(
+            lambda: store._read_page(self.stream_id, self._cursor, self._limit),
+            StreamUnavailableError,
+            Backoff(timeout=store.retry_timeout),
+        )
+
     def _release(self) -> None:
         self._finished = True
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:  # a page read ahead that no one will take
+            if ahead.done() and not ahead.cancelled():
+                ahead.exception()  # retrieved: a failed read of a reader closed anyway is no news
+            ahead.cancel()
         for watchdog in _watchdogs.values():
             watchdog.readers.discard(self)
         if self._subscription is not None:

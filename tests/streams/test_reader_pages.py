@@ -1,9 +1,11 @@
 """A reader catching up on a long stream reads few pages: they grow from the store's ``page_size``
 (a quick first event) to about ``PAGE_BYTES`` of stored chunks; pages of large chunks stay small,
-so a client that stops reading makes the server hold a bounded page."""
+so a client that stops reading makes the server hold a bounded page. Read in batches, the next
+page is read while the caller sends the last one."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 from streams.backends import RedisStreamManager
 from streams.backends.readers import MAX_PAGE_CHUNKS, PAGE_BYTES
 from streams.backends.records import ReadPage
+from streams.exceptions import StreamUnavailableError
 from streams.protocol import TextDelta
 
 
@@ -22,8 +25,17 @@ class CountingPages(RedisStreamManager):
         super().__init__(*args, **kwargs)
         self.limits: list[int] = []
         self.sizes: list[int] = []
+        self.started = 0  # reads begun
+        self.gate = asyncio.Event()  # cleared: reads after the first wait for it
+        self.gate.set()
+        self.fail_after: int | None = None  # reads after this many raise, as an unreachable Redis
 
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
+        self.started += 1
+        if self.started > 1:
+            await self.gate.wait()
+        if self.fail_after is not None and self.started > self.fail_after:
+            raise StreamUnavailableError("s1", "Redis is unreachable")
         page = await super()._read_page(stream_id, after_sequence, limit)
         self.limits.append(limit)
         self.sizes.append(page.nbytes if page else 0)
@@ -37,13 +49,18 @@ async def store(redis_url: str) -> Any:
     await manager.aclose()
 
 
-async def replay(store: CountingPages, chunks: int, size: int) -> list[int]:
+async def write(store: CountingPages, chunks: int, size: int) -> None:
     writer = await store.create_writer("s1", "run-1")
     await writer.write_many(
         TextDelta(delta=f"{i:06d}" + "x" * size, agent_id="run-1", timestamp=1) for i in range(chunks)
     )
     await store.end_stream("s1")
     store.limits.clear()
+    store.started = 0
+
+
+async def replay(store: CountingPages, chunks: int, size: int) -> list[int]:
+    await write(store, chunks, size)
     reader = await store.create_resumable_reader("s1", 0)
     assert reader is not None
     seen = [int(chunk.delta[:6]) async for chunk, _ in reader]  # type: ignore[union-attr]
@@ -62,3 +79,47 @@ async def test_pages_grow_while_a_reader_catches_up_on_small_chunks(store: Count
 async def test_pages_of_large_chunks_stay_small(store: CountingPages) -> None:
     limits = await replay(store, 600, 2000)
     assert set(limits) == {store.page_size}, limits  # 128 x 2 KB is over the page budget already
+
+
+async def test_batches_read_the_next_page_while_the_caller_sends_this_one(store: CountingPages) -> None:
+    await write(store, 5_000, 40)
+    reader = await store.create_resumable_reader("s1", 0)
+    assert reader is not None
+    seen: list[int] = []
+    async for batch in reader.batches():
+        seen += [int(chunk.delta[:6]) for chunk, _ in batch]  # type: ignore[union-attr]
+        await asyncio.sleep(0)  # the caller sends the batch: the loop runs other tasks
+        if seen[-1] < 4_999:
+            assert store.started == len(store.limits) + 1, "the next page was not being read"
+    assert seen == list(range(5_000))  # every chunk, once, in order
+    assert len(store.limits) > 2
+
+
+async def test_a_reader_closed_while_it_reads_ahead_leaves_no_read_behind(store: CountingPages) -> None:
+    await write(store, 5_000, 40)
+    reader = await store.create_resumable_reader("s1", 0)
+    assert reader is not None
+    store.gate.clear()  # the read ahead waits
+    batches = reader.batches()
+    await anext(batches)
+    await asyncio.sleep(0)
+    assert store.started == 2
+    await batches.aclose()  # the client left
+    await asyncio.sleep(0)
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+
+async def test_a_page_read_ahead_that_fails_ends_the_batches_with_the_error(store: CountingPages) -> None:
+    """An unreachable store is the caller's typed error, not a quiet end that looks like the
+    stream's."""
+    await write(store, 5_000, 40)
+    store.retry_timeout = 0.2
+    store.fail_after = 2
+    reader = await store.create_resumable_reader("s1", 0)
+    assert reader is not None
+    seen = 0
+    with pytest.raises(StreamUnavailableError):
+        async for batch in reader.batches():
+            seen += len(batch)
+            await asyncio.sleep(0.5)  # a slow send: the read ahead has given up meanwhile
+    assert 0 < seen < 5_000

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chat.ai_sdk.events import DataChunk, FinishChunk, StartChunk, UIMessageChunk
 from chat.ai_sdk.sse import ui_message_stream
@@ -34,7 +37,7 @@ from streams.protocol import (
     ToolOutputError,
     ToolStart,
 )
-from streams.sse import encode_event
+from streams.sse import DONE, encode_event
 
 A = "run-1"
 
@@ -263,3 +266,49 @@ async def test_sse_body_has_ids_on_stored_chunks_and_ends_with_done() -> None:
     assert events[3] == b'id: 6\ndata: {"type":"text-delta","id":"text-1","delta":"!"}'
     for event in events[:-1]:
         json.loads(event.split(b"data: ", 1)[1])
+
+
+_chunks = st.lists(
+    st.one_of(
+        st.builds(
+            text,
+            st.one_of(st.text(max_size=8), st.sampled_from(["x", "ax", '"\\\n\u2028\x00é'])),
+            st.sampled_from([A, A, A, "sub-1"]),
+        ),
+        st.builds(
+            lambda c, done: Thinking(agent_id=A, timestamp=1, content=c, is_complete=done),
+            st.text(max_size=4),
+            st.booleans(),
+        ),
+        st.builds(
+            lambda i: ToolStart(agent_id=A, timestamp=1, tool_call_id=f"c{i}", tool_name="t", arguments={}),
+            st.integers(0, 3),
+        ),
+        st.builds(
+            lambda i: StepCommitted(agent_id=A, timestamp=1, run_id="r", step=i, message_count=i), st.integers(1, 3)
+        ),
+    ),
+    min_size=1,  # an empty batch is a keep-alive
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks=_chunks, steps=st.booleans(), filtered=st.booleans())
+async def test_the_body_frames_text_deltas_as_every_event_is_framed(
+    chunks: list[Chunk], steps: bool, filtered: bool
+) -> None:
+    """The SSE body frames most text deltas without building the event: byte for byte what
+    transforming each chunk and framing each event gives, whatever the text (quotes, escapes,
+    line separators, NUL) and whatever came before (blocks, steps, sub-agents, a filter)."""
+    options: dict[str, Any] = {"message_id": "m", "include_step_events": steps}
+    if filtered:
+        options["chunk_filter"] = lambda chunk: not (isinstance(chunk, TextDelta) and "x" in chunk.delta)
+
+    async def batches() -> AsyncIterator[list[tuple[Chunk, int]]]:
+        yield [(chunk, sequence) for sequence, chunk in enumerate(chunks, start=1)]
+
+    body = b"".join([part async for part in ui_message_stream(batches(), StreamTransformer(**options))])
+    reference = StreamTransformer(**options)
+    events = [encode_event(e, id=s) for s, chunk in enumerate(chunks, start=1) for e in reference.transform(chunk)[0]]
+    assert body == b"".join(events) + b"".join(encode_event(e) for e in reference.finalize()) + DONE
