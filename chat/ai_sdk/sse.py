@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 _json = msgspec.json.Encoder().encode
+_NONE = object()  # no agent's deltas are framed directly (None is no agent id either)
 
 AI_SDK_UI_HEADER = "X-AI-SDK-UI"
 """The request header by which an AI SDK UI client may announce itself..."""
@@ -124,7 +125,8 @@ def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransform
     chunk goes through the transformer. The bytes are encode_event's."""
     parts: list[bytes] = []
     append, transform = parts.append, transformer.transform
-    agent, head = None, b""  # the agent whose deltas append to the open block, and their framing
+    agent: object = _NONE  # the agent whose deltas append to the open block...
+    head = b""  # ...and their framing
     for chunk, sequence in batch:
         if type(chunk) is TextDelta and chunk.delta:
             if chunk.agent_id != agent:
@@ -134,7 +136,7 @@ def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransform
             if chunk.agent_id == agent:
                 append(b"id: %d%s%s}\n\n" % (sequence, head, _json(chunk.delta)))
                 continue
-        agent = None
+        agent = _NONE
         for event in transform(chunk)[0]:
             append(encode_event(event, id=sequence))
     return b"".join(parts)

@@ -30,6 +30,7 @@ from chat.http.responses import HandlerResponse
 from chat.models import ChatSession
 from chat.services import get_handler
 from chat.session_ids import body_session_id, new_session_id
+from chat.state.cascade import delete_session
 from chat.state.db import db
 from chat.state.reads import current_run
 from chat.state.store import DjangoStateStore
@@ -139,7 +140,7 @@ class ChatView(_ResumeMixin):
     async def delete(self, request: Request, session_id: str) -> HttpResponseBase:
         self.require_session()
         await DjangoStateStore().request_stop(session_id)
-        await ChatSession.objects.filter(pk=session_id).adelete()  # its stream goes with it (chat.state.cascade)
+        await db(delete_session)(session_id)  # its stream goes with it
         return HttpResponse(status=204)
 
 

@@ -34,8 +34,8 @@ RECHECK_SECONDS = 1.0
 _CHECK_BATCH = 64  # idle readers checked in one round trip
 #: While a reader catches up, its pages grow from the store's ``page_size`` to about this many
 #: bytes of stored chunks (at most :data:`MAX_PAGE_CHUNKS`): few round trips for a long replay,
-#: and a bounded page for a client that stops reading (the next page is read only once the last
-#: one was sent). The first page stays small, for a quick first event.
+#: and a bounded hold for a client that stops reading: the page being sent and the next one,
+#: read meanwhile. The first page stays small, for a quick first event.
 PAGE_BYTES = 64 * 1024
 MAX_PAGE_CHUNKS = 2048
 

@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
+from django.db.models.deletion import Collector
 from django.db.models.signals import post_delete
 from django.utils import timezone
 
 from chat.exceptions import DecisionRejectedError
 from chat.models import ChatSession, Message, PendingCall, Run
 from chat.state.approvals import ToolAnswer, decide_calls
+from chat.state.cascade import delete_session
 from chat.state.store import DjangoStateStore
 from streams.messages import StoredMessage
 from workers.exceptions import RunSupersededError
@@ -211,3 +213,62 @@ def test_a_session_deleted_while_a_step_commits_goes_with_what_the_step_added(ho
     assert [type(e).__name__ for e in step_error] == ["IntegrityError"]
     assert not ChatSession.objects.filter(pk=session_id).exists()
     assert not Message.objects.filter(session_id=session_id).exists()
+
+
+def test_a_deletion_waits_for_a_worker_holding_a_run_instead_of_deadlocking() -> None:
+    """Workers lock a run and then its session (a claim); a deletion takes the same locks in the
+    same order, so the two wait for each other in turn instead of deadlocking."""
+    run_id = queued_run()
+    session_id = str(Run.objects.get(pk=run_id).session_id)
+    holding = threading.Event()
+
+    def claim() -> None:
+        try:
+            with transaction.atomic():
+                list(Run.objects.select_for_update().filter(pk=run_id).values_list("pk"))
+                holding.set()
+                time.sleep(0.5)  # the deletion starts meanwhile
+                list(ChatSession.objects.select_for_update().filter(pk=session_id).values_list("pk"))
+        finally:
+            connections.close_all()
+
+    worker = threading.Thread(target=claim)
+    worker.start()
+    holding.wait(10)
+    with ThreadPoolExecutor(1) as pool:
+        result = pool.submit(lambda: _closing(delete_session, session_id)).result(15)
+    worker.join(10)
+    assert result is True
+    assert not ChatSession.objects.filter(pk=session_id).exists()
+
+
+def test_a_run_started_while_its_session_is_deleted_goes_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chat POST commits a new run after the deletion collected what to delete and before it
+    locked anything: the API's deletion fails on that run's foreign key once, and tries again."""
+    run_id = queued_run()
+    session_id = str(Run.objects.get(pk=run_id).session_id)
+    collect = Collector.collect
+    started: list[str] = []
+
+    def collect_then_a_run_starts(self: Collector, objs: Any, *args: Any, **kwargs: Any) -> Any:
+        collected = collect(self, objs, *args, **kwargs)
+        if not started and getattr(objs, "model", None) is ChatSession:
+            with ThreadPoolExecutor(1) as pool:  # the POST's own transaction, committed
+                run = pool.submit(
+                    _closing, Run.objects.create, **{"session_id": session_id, "agent": "chat", "status": "completed"}
+                )
+                started.append(str(run.result(10).pk))
+        return collected
+
+    monkeypatch.setattr(Collector, "collect", collect_then_a_run_starts)
+    with ThreadPoolExecutor(1) as pool:
+        result = pool.submit(lambda: _closing(delete_session, session_id)).result(15)
+    assert started and result is True
+    assert not Run.objects.filter(session_id=session_id).exists()
+
+
+def _closing(work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return work(*args, **kwargs)
+    finally:
+        connections.close_all()
