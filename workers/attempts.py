@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 
 from streams.backends.base import StreamManager
 from streams.backoff import Backoff
@@ -51,8 +52,10 @@ async def execute_run(
     newer attempt superseded this one midway (then it leaves everything to that one), or when
     the database never recorded its outcome (then the run is taken over once it is back).
     """
+    checked_at = datetime.now(UTC)
+    marked = await _marked_alive(streams, run_id)
     claim = await recorder.claim_run(
-        run_id, keeper.worker, keeper.lease_seconds, take_over=not await _marked_alive(streams, run_id)
+        run_id, keeper.worker, keeper.lease_seconds, take_over=not marked, checked_at=checked_at
     )
     if claim is None:
         return None

@@ -9,7 +9,7 @@ outcome and the session's status. Database work runs in worker threads (:func:`d
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -128,12 +128,25 @@ class DjangoRunRecorder(RunRecorder):
     # -- leases ------------------------------------------------------------------------------------
 
     async def claim_run(
-        self, run_id: str, worker: str, lease_seconds: float, *, take_over: bool = True
+        self,
+        run_id: str,
+        worker: str,
+        lease_seconds: float,
+        *,
+        take_over: bool = True,
+        checked_at: datetime | None = None,
     ) -> RunClaim | None:
-        return await db(self._claim_run)(run_id, worker, lease_seconds, take_over)
+        return await db(self._claim_run)(run_id, worker, lease_seconds, take_over, checked_at)
 
     @transaction.atomic
-    def _claim_run(self, run_id: str, worker: str, lease_seconds: float, take_over: bool = True) -> RunClaim | None:
+    def _claim_run(
+        self,
+        run_id: str,
+        worker: str,
+        lease_seconds: float,
+        take_over: bool = True,
+        checked_at: datetime | None = None,
+    ) -> RunClaim | None:
         key = record_id(run_id)
         run = Run.objects.select_for_update().filter(pk=key).first() if key else None
         if run is None:
@@ -149,6 +162,8 @@ class DjangoRunRecorder(RunRecorder):
         elif run.status == Run.Status.RUNNING and (run.lease_expires_at is None or run.lease_expires_at <= now):
             if not take_over:
                 return None  # its worker still marks it alive: the database stalled, not the worker
+            if checked_at is not None and run.lease_expires_at is not None and run.lease_expires_at > checked_at:
+                return None  # claimed (or renewed) after the caller looked for its mark: not the run it judged
             if run.attempt >= int(helix_settings.MAX_ATTEMPTS):
                 return None  # the reaper fails it
             reason = "worker_lost"

@@ -152,7 +152,7 @@ class OneClaim:
     def __init__(self) -> None:
         self.finished: list[tuple[RunOutcome, int | None]] = []
 
-    async def claim_run(self, run_id: str, worker: str, lease_seconds: float, *, take_over: bool = True) -> RunClaim:
+    async def claim_run(self, run_id: str, worker: str, lease_seconds: float, **_: object) -> RunClaim:
         return RunClaim(
             run_id, "session-1", "retired-agent", "msg-1", epoch=1, attempt=1, step_count=0, start_sequence=0
         )
@@ -189,7 +189,7 @@ class DatabaseGoesAway(OneClaim):
         self.finish_failures = finish_failures
         self.errors_seen_while_unrecorded: list[int] = []
 
-    async def claim_run(self, run_id: str, worker: str, lease_seconds: float, *, take_over: bool = True) -> RunClaim:
+    async def claim_run(self, run_id: str, worker: str, lease_seconds: float, **_: object) -> RunClaim:
         return RunClaim(run_id, "session-1", "talker", "msg-1", epoch=1, attempt=1, step_count=0, start_sequence=0)
 
     async def load_session(self, session_id: str) -> SessionSnapshot:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from streams.messages import StoredMessage
@@ -130,15 +131,24 @@ class RunRecorder(abc.ABC):
 
     @abc.abstractmethod
     async def claim_run(
-        self, run_id: str, worker: str, lease_seconds: float, *, take_over: bool = True
+        self,
+        run_id: str,
+        worker: str,
+        lease_seconds: float,
+        *,
+        take_over: bool = True,
+        checked_at: datetime | None = None,
     ) -> RunClaim | None:
         """Atomically take ``run_id`` for a new attempt on ``worker``, with a new epoch and a lease.
 
         A queued run is claimed for its first attempt (or, when handed back, for the next one
         without counting an attempt); a running run only once its lease has expired, counting
         one more attempt, and only with ``take_over`` (the caller found no worker marking it
-        alive). ``None`` when the run is not claimable (finished, paused, or held under a live
-        lease or a live mark)."""
+        alive). ``checked_at``: when the caller found no mark. A claim can wait long for the
+        database (a stall, a busy pool); a lease still running at that moment belongs to an
+        attempt the caller never looked at (one that claimed the run meanwhile), and is not
+        taken over however it stands when the claim is made. ``None`` when the run is not
+        claimable (finished, paused, or held under a live lease or a live mark)."""
 
     @abc.abstractmethod
     async def renew_leases(self, worker: str, run_ids: list[str], lease_seconds: float) -> set[str]:

@@ -149,6 +149,27 @@ def test_a_takeover_message_that_arrives_while_the_run_is_marked_alive_claims_no
     assert claim is not None and (claim.attempt, claim.reason) == (2, "worker_lost")
 
 
+def test_a_takeover_judged_before_another_attempt_claimed_the_run_takes_nothing() -> None:
+    """A message finds no mark on a queued run, then its claim waits for a busy database. Meanwhile
+    another message claims the run, and its lease lapses before its first renewal gets through:
+    the waiting claim was judged on a run no one held yet, so it takes nothing. A run still silent
+    when a later claim looked is taken over."""
+    session_id = str(uuid.uuid4())
+    store = DjangoStateStore()
+    run_id = async_to_sync(store.start_run)(
+        session_id, "chat", user_message=StoredMessage(role="user", content="Hi"), start_sequence=0, message_id="m"
+    )
+    checked_at = timezone.now()  # no mark: the run is only queued
+    first = async_to_sync(store.claim_run)(run_id, "first", 0.05)
+    assert first is not None and first.attempt == 1
+    time.sleep(0.1)  # its lease lapses, its renewal held up
+    assert async_to_sync(store.claim_run)(run_id, "late", 30, checked_at=checked_at) is None
+    run = Run.objects.get(pk=run_id)
+    assert (run.worker, run.attempt, run.epoch) == ("first", 1, first.epoch)
+    claim = async_to_sync(store.claim_run)(run_id, "rescuer", 30, checked_at=timezone.now())
+    assert claim is not None and (claim.attempt, claim.reason) == (2, "worker_lost")
+
+
 def test_nothing_is_taken_over_while_the_stream_store_cannot_say_what_is_alive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
