@@ -106,9 +106,14 @@ async def settle(tasks: Chats, cleared_at: float, site: Topology) -> list[tuple[
         if time.monotonic() > min(latest + 5, hard_deadline):
             for session_id in pending:
                 tasks[session_id].cancel()
+            runs = await sync_to_async(lambda: [(str(r.pk), r) for r in Run.objects.filter(session_id__in=pending)])()
+            described = [
+                f"run {pk} of {r.session_id}: {r.status} attempt {r.attempt} {r.error_code} finished {r.finished_at}"
+                for pk, r in runs
+            ]
             raise AssertionError(
                 f"{len(pending)} of {len(tasks)} clients hang 5 s after the fault cleared and their runs ended: "
-                f"{pending}\n{site.log_tail()}"
+                f"{pending}\n" + "\n".join(described) + "\n" + site.log_lines_about(*pending, *(pk for pk, _ in runs))
             )
         await asyncio.sleep(0.25)
     return [task.result() for task in tasks.values()]
@@ -629,14 +634,18 @@ async def test_bad_input_is_a_typed_400_under_daphne_and_stores_nothing(topology
 
 async def _follow(port: int, token: str, session_id: str) -> ChatResult:
     """A client of web process ``port``: chat, and after a broken connection resume from the
-    last event id it saw, as the AI SDK does, until the answer ends; the last response."""
+    last event id it saw, as the AI SDK does, until the answer ends; the last response. A POST
+    that broke before any answer, in a session the server does not know, never arrived (the
+    process died before it read it): the client sends it again, as its user would."""
     _, result = await chat(port, token, "Tell me a story", session_id=session_id)
     deadline = time.monotonic() + 30
     while not result.done and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
         headers = {"Last-Event-ID": str(result.ids[-1])} if result.ids else {}
         resumed = await request(port, "GET", f"/api/chat/{session_id}/stream", token=token, headers=headers)
-        if resumed.status == 204:
+        if resumed.status == 204 and result.status == 0:
+            _, result = await chat(port, token, "Tell me a story", session_id=session_id)
+        elif resumed.status == 204:
             break  # it had everything
         if resumed.status == 200:
             result = resumed

@@ -232,6 +232,15 @@ class Topology:
             f"== {p.name}\n{p.read_text(errors='replace')[-size:]}" for p in sorted(self.logs.glob("*.log"))
         )
 
+    def log_lines_about(self, *ids: str, limit: int = 60) -> str:
+        """The processes' log lines that name any of ``ids`` (sessions, runs), by log."""
+        found = []
+        for path in sorted(self.logs.glob("*.log")):
+            lines = [line for line in path.read_text(errors="replace").splitlines() if any(i in line for i in ids)]
+            if lines:
+                found.append(f"== {path.name}\n" + "\n".join(lines[-limit:]))
+        return "\n".join(found) or "(no log line names them)"
+
     def check_alive(self) -> None:
         """Fail, naming the processes that exited and ending with their logs, if any did."""
         dead = self.dead_processes()

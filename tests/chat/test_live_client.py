@@ -191,7 +191,15 @@ def test_two_tabs_sending_at_once_under_the_waiting_policies(
             live_client,
             server,
             token,
-            [{"kind": "second-tab-sends", "text": "How do streams resume?", "secondText": "Hello?", "afterMs": 30}],
+            [
+                {
+                    "kind": "second-tab-sends",
+                    "text": "How do streams resume?",
+                    "secondText": "Hello?",
+                    "afterMs": 30,
+                    "untilText": True,
+                }
+            ],
             agent="research",
         )
         stored = snapshot(server, session_id, token)

@@ -5,7 +5,7 @@
 // actions: {kind: "send", text} | {kind: "send-and-stop", text, afterMs} |
 //          {kind: "send-and-drop", text, afterMs, untilText?} | {kind: "resume"} | {kind: "refresh"} |
 //          {kind: "approve", approved, reason?, approvalId?} | {kind: "tool-output", tool, output} |
-//          {kind: "wait-for-end"} | {kind: "second-tab-sends", text, secondText, afterMs}
+//          {kind: "wait-for-end"} | {kind: "second-tab-sends", text, secondText, afterMs, untilText?}
 //   "refresh" is what a page reload does: load the snapshot, build a new chat from it, resume.
 //   "second-tab-sends": while the first tab's answer streams, a second tab opens the page (its
 //   snapshot) and sends a message of its own through the helpers.
@@ -32,6 +32,14 @@ class State {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Wait (up to 10 s) until the page shows some text of the answer it is receiving.
+async function answerText(state) {
+  for (const deadline = Date.now() + 10000; Date.now() < deadline; await sleep(20)) {
+    const last = state.messages.at(-1);
+    if (last?.role === "assistant" && last.parts.some((p) => p.type === "text" && p.text)) return;
+  }
+}
 
 async function run(request) {
   const ai = clients[request.client];
@@ -92,11 +100,7 @@ async function run(request) {
     } else if (action.kind === "send-and-stop" || action.kind === "send-and-drop") {
       const sending = chat.sendMessage({ text: action.text });
       await sleep(action.afterMs ?? 300);
-      // untilText: drop only once some of the answer's text has arrived
-      for (const deadline = Date.now() + 10000; action.untilText && Date.now() < deadline; await sleep(20)) {
-        const last = state.messages.at(-1);
-        if (last?.role === "assistant" && last.parts.some((p) => p.type === "text" && p.text)) break;
-      }
+      if (action.untilText) await answerText(state);  // drop only once some of the answer's text has arrived
       if (action.kind === "send-and-stop") {
         const response = await fetch(`${base}/${request.sessionId}/stop`, { method: "POST", headers });
         if (response.status !== 202 && !(action.mayMiss && response.status === 200)) errors.push(`stop answered ${response.status}`);
@@ -107,6 +111,7 @@ async function run(request) {
     } else if (action.kind === "second-tab-sends") {
       const sending = chat.sendMessage({ text: action.text });
       await sleep(action.afterMs ?? 300);
+      if (action.untilText) await answerText(state);  // the first answer has begun, however slow the machine
       let snapshot = null;
       for (const deadline = Date.now() + 10000; Date.now() < deadline; await sleep(50)) {
         snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
