@@ -19,7 +19,7 @@ from chat.models import ChatSession
 from chat.state.db import db
 from streams.conf import helix_settings
 
-__all__ = ["ANONYMOUS_KEY", "Caller", "HelixCaller", "caller_of", "session_access"]
+__all__ = ["ANONYMOUS_KEY", "Caller", "HelixCaller", "caller_of", "owner_access", "session_access"]
 
 ANONYMOUS_KEY = "helix_sessions"
 REMEMBERED_SESSIONS = 100
@@ -73,9 +73,12 @@ def session_access(caller: Caller, session_id: str) -> bool:
     canonical (:func:`chat.session_ids.canonical_session_id`). Synchronous: call it on a database
     thread."""
     rows = list(ChatSession.objects.filter(pk=session_id).values_list("owner_id", flat=True)[:1])
-    if not rows:
-        return False
-    owner_id = rows[0]
+    return bool(rows) and owner_access(caller, session_id, rows[0])
+
+
+def owner_access(caller: Caller, session_id: str, owner_id: Any) -> bool:
+    """``True`` if ``caller`` owns session ``session_id``, whose owner is ``owner_id`` (read by
+    the caller, with whatever else it read of the session); else :class:`SessionNotFoundError`."""
     if caller.user_id is not None and owner_id == caller.user_id:
         return True
     if caller.user_id is None and owner_id is None and session_id in caller.anonymous_sessions:

@@ -180,7 +180,12 @@ class HelixAPIView(HelixAccessMixin, APIView):
             self.may_override = bool(overriders) and all(p.has_permission(request, self) for p in overriders)
         session_id = kwargs.get("session_id")
         if session_id is not None:
-            self.session_exists = session_access(self.caller, session_id)
+            self.session_exists = self.session_access(request, session_id)
+
+    def session_access(self, request: Request, session_id: str) -> bool:
+        """Whether the session in the URL exists and the caller owns it (someone else's is a
+        :class:`SessionNotFoundError`); on the database thread of :meth:`_prepare`."""
+        return session_access(self.caller, session_id)
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
         self.args, self.kwargs = args, kwargs

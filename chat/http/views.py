@@ -22,7 +22,7 @@ from rest_framework.request import Request
 
 from chat.ai_sdk.state import RunInfo
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
-from chat.http.access import caller_of, session_access
+from chat.http.access import caller_of, owner_access, session_access
 from chat.http.open_streams import admit, caller_key, counted
 from chat.http.parsing import decode_json_body
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
@@ -32,7 +32,7 @@ from chat.services import get_handler
 from chat.session_ids import body_session_id, new_session_id
 from chat.state.cascade import delete_session
 from chat.state.db import db
-from chat.state.reads import current_run
+from chat.state.reads import current_run_and_owner
 from chat.state.store import DjangoStateStore
 from streams.conf import helix_settings
 from streams.exceptions import ValidationError
@@ -85,12 +85,18 @@ class _ResumeMixin(HelixAPIView):
     stream_route = True
     latest_run: RunInfo | None = None
 
-    def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super()._prepare(request, *args, **kwargs)
-        if request.method == "GET" and self.session_exists:
-            # In the database hop that authenticated the caller and checked the owner: a
-            # reconnect storm is thousands of these, each one hop instead of two.
-            self.latest_run = current_run(kwargs["session_id"])
+    def session_access(self, request: Request, session_id: str) -> bool:
+        if request.method != "GET":
+            return super().session_access(request, session_id)
+        # The owner and the run to stream in one query, in the database hop that authenticated
+        # the caller: a reconnect storm is thousands of these.
+        found = current_run_and_owner(session_id)
+        if found is None:  # no run yet, or no session: the owner alone says
+            return super().session_access(request, session_id)
+        run, owner_id = found
+        owned = owner_access(self.caller, session_id, owner_id)
+        self.latest_run = run
+        return owned
 
     async def get(self, request: Request, session_id: str) -> HttpResponseBase:
         """Stream the current run from the client's position (204 when there is nothing)."""

@@ -10,7 +10,7 @@ from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import record_id, session_key
 from chat.state.db import db
 
-__all__ = ["DjangoStateReader", "current_run"]
+__all__ = ["DjangoStateReader", "current_run", "current_run_and_owner"]
 
 
 def _run_info(run: Run) -> RunInfo:
@@ -24,15 +24,28 @@ def _run_info(run: Run) -> RunInfo:
     )
 
 
+_RUN_FIELDS = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
+
+
 def current_run(session_id: str) -> RunInfo | None:
     """The session's latest run, read on the calling thread (a database thread: see
     :func:`chat.state.db.db`), so a caller can make it part of a hop it makes anyway."""
+    found = current_run_and_owner(session_id)
+    return found[0] if found is not None else None
+
+
+def current_run_and_owner(session_id: str) -> tuple[RunInfo, Any] | None:
+    """The session's latest run and the session's owner id, in one query on the calling thread
+    (a resume needs both, and a reconnect storm is thousands of resumes); ``None`` when the
+    session has no run (or does not exist)."""
     key = session_key(session_id)
     if key is None:
         return None
-    fields = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
-    rows = list(Run.objects.for_session(key).latest_first().values_list(*fields)[:1])
-    return _run_info(Run(**dict(zip(fields, rows[0], strict=True)))) if rows else None
+    rows = list(Run.objects.for_session(key).latest_first().values_list(*_RUN_FIELDS, "session__owner_id")[:1])
+    if not rows:
+        return None
+    *run, owner_id = rows[0]
+    return _run_info(Run(**dict(zip(_RUN_FIELDS, run, strict=True)))), owner_id
 
 
 class DjangoStateReader(StateStore):

@@ -1,0 +1,64 @@
+"""The database hop of a resume: who calls, whether they own the session, and the run to stream,
+read together (a reconnect storm is thousands of these hops)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIRequestFactory
+
+from chat.exceptions import SessionNotFoundError
+from chat.http.views import ChatStreamView
+from chat.models import ChatSession, Run
+
+pytestmark = pytest.mark.django_db
+
+
+def prepared(session_id: str, token: Token) -> ChatStreamView:
+    """The stream view after its database hop for a GET of ``session_id`` by ``token``'s user."""
+    request = APIRequestFactory().get(f"/api/chat/{session_id}/stream", HTTP_AUTHORIZATION=f"Token {token.key}")
+    view = ChatStreamView()
+    view.args, view.kwargs, view.headers = (), {"session_id": session_id}, {}
+    view.request = view.initialize_request(request)
+    view._prepare(view.request, session_id=session_id)
+    return view
+
+
+def owner_with_token(name: str) -> tuple[User, Token]:
+    user = User.objects.create_user(name, password="pw")
+    return user, Token.objects.create(user=user)
+
+
+def test_the_owner_and_the_run_come_in_the_query_after_the_callers(django_assert_num_queries: Any) -> None:
+    owner, token = owner_with_token("owner")
+    session = ChatSession.objects.create(owner=owner, agent="chat")
+    Run.objects.create(session=session, agent="chat", status="completed", message_id="m-1")
+    latest = Run.objects.create(session=session, agent="chat", status="running", message_id="m-2")
+    with django_assert_num_queries(2):  # the caller's token, then the session's owner and latest run
+        view = prepared(session.pk, token)
+    assert view.session_exists and view.latest_run is not None
+    assert (view.latest_run.run_id, view.latest_run.message_id) == (str(latest.pk), "m-2")
+
+
+def test_someone_elses_session_is_not_found_and_its_run_is_not_kept() -> None:
+    owner, _ = owner_with_token("owner")
+    _, stranger = owner_with_token("stranger")
+    session = ChatSession.objects.create(owner=owner, agent="chat")
+    Run.objects.create(session=session, agent="chat", status="running", message_id="m")
+    with pytest.raises(SessionNotFoundError):
+        prepared(session.pk, stranger)
+    bare = ChatSession.objects.create(owner=owner, agent="chat")  # no run: the owner alone decides
+    with pytest.raises(SessionNotFoundError):
+        prepared(bare.pk, stranger)
+
+
+def test_a_session_without_a_run_or_without_a_row_is_told_apart() -> None:
+    owner, token = owner_with_token("owner")
+    session = ChatSession.objects.create(owner=owner, agent="chat")
+    view = prepared(session.pk, token)
+    assert view.session_exists and view.latest_run is None
+    missing = prepared("no-such-session", token)
+    assert not missing.session_exists and missing.latest_run is None
