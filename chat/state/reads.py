@@ -3,28 +3,29 @@ latest checkpoint (:class:`~chat.ai_sdk.state.StateStore` on the chat models).""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import record_id, session_key
+from chat.state.compiled import CompiledRead
 from chat.state.db import db
+
+if TYPE_CHECKING:
+    from django.db.models import Field, ForeignKey
 
 __all__ = ["DjangoStateReader", "current_run", "current_run_and_owner"]
 
 
-def _run_info(run: Run) -> RunInfo:
-    return RunInfo(
-        run_id=str(run.id),
-        status=run.status,  # type: ignore[arg-type]
-        start_sequence=run.start_sequence,
-        step_count=run.step_count,
-        message_id=run.message_id or None,
-        message_offset=run.message_offset,
-    )
-
-
 _RUN_FIELDS = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
+_LATEST_RUN_AND_OWNER = CompiledRead(
+    Run,
+    lambda key: Run.objects.for_session(key).latest_first().values_list(*_RUN_FIELDS, "session__owner_id")[:1],
+    lambda: [
+        *(cast("Field[Any, Any]", Run._meta.get_field(name)) for name in _RUN_FIELDS),
+        cast("ForeignKey[Any, Any]", ChatSession._meta.get_field("owner")).target_field,
+    ],
+)
 
 
 def current_run(session_id: str) -> RunInfo | None:
@@ -41,11 +42,12 @@ def current_run_and_owner(session_id: str) -> tuple[RunInfo, Any] | None:
     key = session_key(session_id)
     if key is None:
         return None
-    rows = list(Run.objects.for_session(key).latest_first().values_list(*_RUN_FIELDS, "session__owner_id")[:1])
+    rows = _LATEST_RUN_AND_OWNER.rows(key)
     if not rows:
         return None
-    *run, owner_id = rows[0]
-    return _run_info(Run(**dict(zip(_RUN_FIELDS, run, strict=True)))), owner_id
+    run_id, status, start_sequence, step_count, message_id, message_offset, owner_id = rows[0]
+    run = RunInfo(str(run_id), status, start_sequence, step_count, message_id or None, message_offset)
+    return run, owner_id
 
 
 class DjangoStateReader(StateStore):

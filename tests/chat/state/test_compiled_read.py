@@ -1,0 +1,63 @@
+"""Hot reads compiled once (chat.state.compiled): the same rows as the ORM, typed as the ORM
+types them, and the ORM itself for a query the compiled form cannot take."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from chat.models import ChatSession, Run
+from chat.state.compiled import CompiledRead
+from chat.state.reads import current_run_and_owner
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_latest_run_and_the_owner_read_as_the_orm_reads_them() -> None:
+    owner = User.objects.create_user("owner", password="pw")
+    session = ChatSession.objects.create(owner=owner, agent="chat")
+    Run.objects.create(session=session, agent="chat", status="completed", message_id="m-1")
+    latest = Run.objects.create(
+        session=session, agent="chat", status="running", message_id="m-2", start_sequence=41, message_offset=3
+    )
+    found = current_run_and_owner(session.pk)
+    assert found is not None
+    run, owner_id = found
+    assert (run.run_id, run.status, run.start_sequence, run.message_id, run.message_offset) == (
+        str(latest.pk),
+        "running",
+        41,
+        "m-2",
+        3,
+    )
+    assert owner_id == owner.pk and type(owner_id) is type(owner.pk)
+    uuid.UUID(run.run_id)  # the run's id as the ORM spells it, whatever the database returned
+
+
+def test_a_session_without_runs_an_unknown_one_and_a_bad_id_have_none() -> None:
+    anonymous = ChatSession.objects.create(owner=None, agent="chat")
+    assert current_run_and_owner(anonymous.pk) is None
+    Run.objects.create(session=anonymous, agent="chat", status="queued", message_id="m")
+    found = current_run_and_owner(anonymous.pk)
+    assert found is not None and found[1] is None  # an anonymous visitor's session has no owner
+    assert current_run_and_owner(str(uuid.uuid4())) is None
+    assert current_run_and_owner("x" * 500) is None
+
+
+def test_a_read_whose_compiled_form_takes_other_parameters_runs_through_the_orm(
+    django_assert_num_queries: Any,
+) -> None:
+    session = ChatSession.objects.create(owner=None, agent="chat")
+    Run.objects.create(session=session, agent="chat", status="running", message_id="m")
+    read = CompiledRead(
+        Run,
+        lambda key: Run.objects.filter(session_id=key, status="running").values_list("message_id"),
+        lambda: [Run._meta.get_field("message_id")],  # type: ignore[list-item]
+    )
+    with django_assert_num_queries(2):
+        assert read.rows(session.pk) == [("m",)]
+        assert read.rows(session.pk) == [("m",)]
+    assert read.rows("no-such-session") == []
