@@ -115,14 +115,17 @@ class _Builder:
             self.content.segments.append(tool)
         return tool
 
+    def add_text(self, text: str) -> None:
+        segment = self._last_open(TextSegment)
+        if segment is None:
+            self._close()
+            segment = TextSegment()
+            self.content.segments.append(segment)
+        segment.text += text
+
     def add(self, chunk: Chunk) -> None:
         if isinstance(chunk, TextDelta):
-            segment = self._last_open(TextSegment)
-            if segment is None:
-                self._close()
-                segment = TextSegment()
-                self.content.segments.append(segment)
-            segment.text += chunk.delta
+            self.add_text(chunk.delta)
         elif isinstance(chunk, Thinking):
             segment = self._last_open(ReasoningSegment)
             if segment is None:
@@ -171,10 +174,20 @@ def rebuild_partial_content(chunks: Iterable[Chunk | tuple[Chunk, int]], agent_i
     (``agent_id``, else the first chunk's); sub-agents' chunks and data events are not content."""
     content = PartialContent(agent_id=agent_id)
     builder = _Builder(content)
+    text: list[str] = []  # consecutive text deltas, joined once (an answer is thousands of them)
     for item in chunks:
         chunk = item[0] if isinstance(item, tuple) else item
         if content.agent_id is None:
             content.agent_id = chunk.agent_id
-        if chunk.agent_id == content.agent_id:
-            builder.add(chunk)
+        if chunk.agent_id != content.agent_id:
+            continue
+        if type(chunk) is TextDelta:
+            text.append(chunk.delta)
+            continue
+        if text:
+            builder.add_text("".join(text))
+            text.clear()
+        builder.add(chunk)
+    if text:
+        builder.add_text("".join(text))
     return content

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chat.ai_sdk.partial import rebuild_partial_content
 from chat.ai_sdk.replay import has_replay_content, replay_events
@@ -141,3 +143,29 @@ def test_a_resumed_transformer_continues_where_the_client_is() -> None:
         {"type": "tool-output-available", "toolCallId": "c0", "output": 1, "dynamic": True},
         {"type": "finish"},
     ]
+
+
+def _chunk_of(kind: str, agent: str, index: int) -> Chunk:
+    if kind == "text":
+        return TextDelta(agent_id=agent, timestamp=1, delta=f"t{index} ")
+    if kind == "thinking":
+        return Thinking(agent_id=agent, timestamp=1, content=f"r{index} ", is_complete=index % 3 == 0)
+    if kind == "call":
+        return ToolStart(agent_id=agent, timestamp=1, tool_call_id=f"c{index}", tool_name="search", arguments={})
+    return ToolEnd(agent_id=agent, timestamp=1, tool_call_id=f"c{index - 1}", result=index, success=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["text", "thinking", "call", "end"]), st.sampled_from(["a", "a", "sub"]))))
+def test_consecutive_text_deltas_folded_at_once_make_the_same_content(kinds: list[tuple[str, str]]) -> None:
+    """The rebuild joins a run of text deltas before adding it: the content is the one that
+    adding them one by one makes, sub-agents' chunks between them included."""
+    from chat.ai_sdk.partial import PartialContent, _Builder
+
+    chunks = [_chunk_of(kind, agent, index) for index, (kind, agent) in enumerate(kinds)]
+    one_by_one = PartialContent(agent_id="a")
+    builder = _Builder(one_by_one)
+    for chunk in chunks:
+        if chunk.agent_id == "a":
+            builder.add(chunk)
+    assert rebuild_partial_content(chunks, agent_id="a") == one_by_one
