@@ -191,7 +191,9 @@ class RedisStreamManager(StreamManager):
     async def _ensure_stream(self, stream_id: str) -> None:
         state = self._state()
         keys = self._keys(stream_id)
-        await self._call(stream_id, lambda: state.ensure(keys, [now_ms(), self._ms(self.active_ttl)]))
+        # Safe to repeat (it creates the stream only if it is missing): a writer opened while Redis
+        # restarts (a run starting, or one recording its failure) waits for it like a write does.
+        await self._call_until_reachable(stream_id, lambda: state.ensure(keys, [now_ms(), self._ms(self.active_ttl)]))
 
     async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
         state = self._state()

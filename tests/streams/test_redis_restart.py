@@ -101,6 +101,23 @@ async def test_writers_and_readers_ride_out_a_redis_crash(restartable_redis: Res
         await manager.aclose()
 
 
+async def test_a_writer_opened_while_redis_restarts_waits_for_it(restartable_redis: RestartableRedis) -> None:
+    """Opening a writer (a run starting, or one recording its failure) rides out a restart like
+    a write does, instead of failing the run on the spot."""
+    manager = RedisStreamManager(restartable_redis.url, retry_timeout=15, socket_timeout=2)
+    try:
+        await manager.create_writer("opened-early", "a")  # the pool is connected before the crash
+        await asyncio.to_thread(restartable_redis.crash)
+        restarting = asyncio.ensure_future(asyncio.to_thread(_restart_later, restartable_redis))
+        writer = await manager.create_writer("s", "a")
+        await writer.write(text("after the restart"))
+        await writer.close()
+        await restarting
+        assert [c.delta for c, _ in await manager.get_all_chunks("s")] == ["after the restart"]  # type: ignore[union-attr]
+    finally:
+        await manager.aclose()
+
+
 def _restart_later(server: RestartableRedis) -> None:
     time.sleep(1.0)
     server.start()
