@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from streams.backends.base import StreamManager
 from streams.backoff import Backoff
-from streams.exceptions import HelixError, StreamSupersededError
+from streams.exceptions import HelixError, StreamSupersededError, StreamUnavailableError
 from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync
 from workers.exceptions import DatabaseUnavailableError, RunError, RunErrorCode, as_run_error
 from workers.leases import LeaseKeeper
@@ -27,6 +28,11 @@ from workers.runtime.writer import RunWriter
 __all__ = ["execute_run", "take_over"]
 
 logger = logging.getLogger(__name__)
+
+#: How long a worker keeps trying to write the end of a recorded run's stream while the stream
+#: store is away (past its own retry window): the run's readers wait for that end.
+OWED_END_PATIENCE = 600.0
+_owed_ends: set[asyncio.Future[None]] = set()
 
 #: How long an attempt waits for the database to record its outcome before it leaves the run
 #: to be taken over (the stream is then left as it is, with no end and no error).
@@ -135,12 +141,46 @@ async def _attempt(
     if not await _record(recorder, claim, outcome):
         return None
     if outcome.status == "failed":
-        await streams.fail_stream(session_id, outcome.error_message or outcome.error_code, epoch=epoch)
+        message = outcome.error_message or outcome.error_code
+        await _close_stream(claim, [lambda: streams.fail_stream(session_id, message, epoch=epoch)])
     elif outcome.status == "paused":
-        await streams.pause_stream(session_id, epoch=epoch)
+        await _close_stream(claim, [lambda: streams.pause_stream(session_id, epoch=epoch)])
     else:
-        await streams.end_stream(session_id, output=outcome.output, epoch=epoch)
+        await _close_stream(claim, [lambda: streams.end_stream(session_id, output=outcome.output, epoch=epoch)])
     return outcome
+
+
+async def _close_stream(claim: RunClaim, writes: list[Callable[[], Awaitable[object]]]) -> None:
+    """Make ``writes``, in order: those that end the stream of a run whose outcome is recorded.
+    Its readers wait for that end, so when the stream store stays away past its own retry
+    window the writes left are made in the background once it is back (for up to
+    :data:`OWED_END_PATIENCE` seconds), instead of never."""
+    for index, write in enumerate(writes):
+        try:
+            await write()
+        except StreamUnavailableError as exc:
+            logger.warning("run %s: its stream's end could not be written yet (%s)", claim.run_id, exc)
+            owed = asyncio.ensure_future(_close_later(claim, writes[index:]))
+            _owed_ends.add(owed)
+            owed.add_done_callback(_owed_ends.discard)
+            return
+
+
+async def _close_later(claim: RunClaim, writes: list[Callable[[], Awaitable[object]]]) -> None:
+    backoff = Backoff(initial=1.0, cap=30.0, timeout=OWED_END_PATIENCE)
+    while writes:
+        if not await backoff.wait():
+            logger.error("run %s: its stream's end was never written; its readers end with the store", claim.run_id)
+            return
+        try:
+            await writes[0]()
+        except StreamUnavailableError:
+            continue
+        except HelixError as exc:  # superseded by a later run, closed or gone: nothing is owed
+            logger.info("run %s: its stream moved on before its end was written: %s", claim.run_id, exc)
+            return
+        writes = writes[1:]
+    logger.info("run %s: its stream's end was written once the store was back", claim.run_id)
 
 
 async def _record(recorder: RunRecorder, claim: RunClaim, outcome: RunOutcome) -> bool:
@@ -177,9 +217,14 @@ async def _fail_once_recorded(
     outcome = RunOutcome("failed", error_code=error.code, error_message=error.message)
     if not await _record(recorder, claim, outcome):
         return None
-    writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
-    await report_failure(writer, error, step=step, usage={})
-    await streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch)
+
+    async def report() -> None:
+        writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
+        await report_failure(writer, error, step=step, usage={})
+
+    await _close_stream(
+        claim, [report, lambda: streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch)]
+    )
     logger.warning("run %s: attempt %d failed: the database stopped answering", claim.run_id, claim.attempt)
     return outcome
 

@@ -14,7 +14,8 @@ from django.db import OperationalError
 from pydantic import BaseModel
 
 from streams.backends import InMemoryStreamManager
-from streams.exceptions import StreamSupersededError
+from streams.backoff import Backoff
+from streams.exceptions import StreamSupersededError, StreamUnavailableError
 from streams.messages import StoredMessage
 from streams.protocol import Chunk, ErrorChunk, SubAgentStart, ToolEnd
 from workers.attempts import execute_run
@@ -257,3 +258,41 @@ async def test_a_run_whose_failure_cannot_be_recorded_leaves_its_stream_to_the_n
     assert not any(isinstance(c, ErrorChunk) for c in chunks)
     info = await streams.get_stream_info("session-1")
     assert info is not None and info.status == "active"  # a takeover continues it
+
+
+class StoreAwayAtTheEnd(InMemoryStreamManager):
+    """A stream store that is unreachable (past its retry window) for the first ``failures``
+    writes that fail a stream."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def fail_stream(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise StreamUnavailableError("session-1", "Redis unreachable")
+        return await super().fail_stream(*args, **kwargs)
+
+
+async def test_the_end_of_a_recorded_runs_stream_is_written_once_the_store_is_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's failure is recorded, then the store refuses the stream's end: its readers would
+    wait for good. The worker writes that end once the store answers, and the error only once."""
+    monkeypatch.setattr("workers.attempts.Backoff", lambda **_: Backoff(initial=0.01, cap=0.02, timeout=5))
+    streams = StoreAwayAtTheEnd(failures=3)
+    recorder = DatabaseGoesAway(streams, finish_failures=0)
+    await streams.create_writer("session-1", "run-1")
+    keeper = LeaseKeeper(recorder, lease_seconds=30, heartbeat_seconds=0.01)  # type: ignore[arg-type]
+    outcome = await execute_run(recorder, streams, "run-1", keeper, TALKER)  # type: ignore[arg-type]
+    assert outcome is not None and outcome.error_code == "database_unavailable"
+    assert [o for o, _ in recorder.finished] == [outcome]
+    for _ in range(200):
+        info = await streams.get_stream_info("session-1")
+        if info is not None and info.status != "active":
+            break
+        await asyncio.sleep(0.01)
+    assert info is not None and info.status == "failed" and streams.failures == 0
+    errors = [c for c, _ in await streams.get_all_chunks("session-1") if isinstance(c, ErrorChunk)]
+    assert [e.code for e in errors] == ["database_unavailable"]
