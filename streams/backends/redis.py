@@ -35,6 +35,7 @@ import streams.backends.redis_scripts as redis_scripts
 from streams.backends.base import StreamManager
 from streams.backends.readers import ResumableStreamReader, Subscription
 from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
+from streams.backends.redis_reads import PageReads
 from streams.backends.redis_tail import TailHub, TailSubscription
 from streams.backoff import Backoff, retry
 from streams.exceptions import (
@@ -60,6 +61,7 @@ _NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 class _LoopState:
     client: Redis
     hub: TailHub
+    reads: PageReads
     ensure: AsyncScript
     append: AsyncScript
     transition: AsyncScript
@@ -128,6 +130,7 @@ class RedisStreamManager(StreamManager):
             state = _LoopState(
                 client=client,
                 hub=TailHub(client, retry_timeout=self.retry_timeout),
+                reads=PageReads(client, shared_up_to=self.page_size),
                 ensure=client.register_script(redis_scripts.ENSURE),
                 append=client.register_script(redis_scripts.append_script(self._ms(self.active_ttl), self.max_length)),
                 transition=client.register_script(redis_scripts.TRANSITION),
@@ -214,14 +217,9 @@ class RedisStreamManager(StreamManager):
         state = self._state()
         chunks_key, meta_key, _ = self._keys(stream_id)
 
-        async def read() -> list[Any]:
-            pipe = state.client.pipeline(transaction=True)  # status and chunks from one instant
-            pipe.hmget(meta_key, ("status", "seq", "error"))
-            pipe.xrange(chunks_key, f"{after_sequence + 1}-0", "+", count=limit)
-            result: list[Any] = await pipe.execute()
-            return result
-
-        (status, latest, error), entries = await self._call_idempotent(stream_id, read)
+        (status, latest, error), entries = await self._call_idempotent(
+            stream_id, lambda: state.reads.read(chunks_key, meta_key, after_sequence, limit)
+        )
         if status is None:
             return None
         stored: list[StoredChunk] = []

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections import deque
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -104,13 +104,14 @@ class TailHub:
         self._pubsub: PubSub | None = None
         self._task: asyncio.Task[None] | None = None
         self._commands: set[asyncio.Future[None]] = set()
+        self._asked: list[tuple[str, bytes]] = []  # (un)subscribes not sent yet
         self._lock = asyncio.Lock()
 
     def attach(self, subscription: TailSubscription) -> None:
         subscribers = self._subscriptions.setdefault(subscription.channel, set())
         subscribers.add(subscription)
         if len(subscribers) == 1:
-            self._spawn(self._command("subscribe", subscription.channel))
+            self._ask("subscribe", subscription.channel)
         elif len(subscribers) > 1 and any(s._ready.is_set() for s in subscribers if s is not subscription):
             subscription.subscribed()
         if self._task is None or self._task.done():
@@ -125,25 +126,35 @@ class TailHub:
             return
         del self._subscriptions[subscription.channel]
         if self._subscriptions:
-            self._spawn(self._command("unsubscribe", subscription.channel))
+            self._ask("unsubscribe", subscription.channel)
         elif self._task is not None:
             self._task.cancel()  # nothing left to tail: give the connection back
             self._task = None
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._commands.add(task)
-        task.add_done_callback(self._commands.discard)
+    def _ask(self, command: str, channel: bytes) -> None:
+        """Queue a (un)subscribe; those of one loop iteration go out together, in order."""
+        if not self._asked:
+            task = asyncio.ensure_future(self._send_asked())
+            self._commands.add(task)
+            task.add_done_callback(self._commands.discard)
+        self._asked.append((command, channel))
 
-    async def _command(self, name: str, channel: bytes) -> None:
+    async def _send_asked(self) -> None:
+        await asyncio.sleep(0)  # a reconnect storm's thousands of subscribes: a few commands
         async with self._lock:  # never two connects of one PubSub: each would take a connection
+            asked, self._asked = self._asked, []
             pubsub = self._pubsub
             if pubsub is None or pubsub.connection is None:
                 return  # the next (re)connect subscribes every channel
-            try:
-                await getattr(pubsub, name)(channel)
-            except Exception:  # the listener owns recovery and resubscribes everything
-                logger.debug("pub/sub %s %r failed; the listener will resubscribe", name, channel)
+            # Consecutive asks of one command become one command with all their channels.
+            for command, group in itertools.groupby(asked, key=lambda ask: ask[0]):
+                channels = [channel for _, channel in group]
+                try:
+                    await getattr(pubsub, command)(*channels)
+                except Exception:  # the listener owns recovery and resubscribes everything
+                    logger.debug(
+                        "pub/sub %s of %d channels failed; the listener will resubscribe", command, len(channels)
+                    )
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         kind, channel = message["type"], message["channel"]

@@ -1,0 +1,98 @@
+"""Page reads of the Redis store, coalesced: the reads one event loop asks for at about the same
+time share one transaction.
+
+A reader's page is a status (``HMGET`` of the meta hash) and the chunks after its position
+(``XRANGE``), read in one ``MULTI`` so that both are from one instant. Sent one by one, each read
+costs a pipeline, a connection from the pool and four replies parsed in Python: most of a
+resume's CPU in a reconnect storm, where thousands arrive at once. Here a read waits for the
+current loop iteration to end; every read asked for by then goes out in one ``MULTI`` (at most
+:attr:`PageReads.max_batch`, a few batches in flight), and each caller gets its own two replies or
+its own error. A lone read pays one extra loop iteration. The commands are the same, so every
+reader still sees its status and chunks from one instant (the whole batch's, in fact).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["PageReads"]
+
+_STATUS_FIELDS = ("status", "seq", "error")
+
+
+class _Read:
+    __slots__ = ("after", "chunks_key", "future", "limit", "meta_key")
+
+    def __init__(self, chunks_key: str, meta_key: str, after: int, limit: int, future: asyncio.Future[Any]) -> None:
+        self.chunks_key, self.meta_key, self.after, self.limit, self.future = chunks_key, meta_key, after, limit, future
+
+
+class PageReads:
+    """The page reads of one event loop and client, sent in shared transactions."""
+
+    #: Reads per transaction: enough to take a storm in few round trips, few enough that Redis is
+    #: never held long (a page is at most the store's ``page_size`` chunks).
+    max_batch = 64
+    #: Transactions in flight at once (the pool's other connections stay free for writes).
+    max_in_flight = 2
+
+    def __init__(self, client: Redis, *, shared_up_to: int) -> None:
+        self._client = client
+        self._shared_up_to = shared_up_to
+        self._pending: list[_Read] = []
+        self._senders: set[asyncio.Task[None]] = set()
+
+    async def read(self, chunks_key: str, meta_key: str, after: int, limit: int) -> tuple[list[Any], list[Any]]:
+        """``[status, seq, error]`` of the meta hash and the ``XRANGE`` entries after ``after``
+        (at most ``limit``), as raw replies. A read of more than ``shared_up_to`` chunks (a
+        reader catching up on a long stream) goes out on its own, at once."""
+        future: asyncio.Future[tuple[list[Any], list[Any]]] = asyncio.get_running_loop().create_future()
+        read = _Read(chunks_key, meta_key, after, limit, future)
+        if limit > self._shared_up_to:
+            await self._transaction([read])
+            return await future
+        self._pending.append(read)
+        if len(self._senders) < self.max_in_flight:
+            sender = asyncio.ensure_future(self._send())
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
+        return await future
+
+    async def _send(self) -> None:
+        await asyncio.sleep(0)  # the reads asked for in this loop iteration go together
+        while self._pending:
+            batch = [r for r in self._pending[: self.max_batch] if not r.future.done()]
+            del self._pending[: self.max_batch]
+            if batch:
+                await self._transaction(batch)
+
+    async def _transaction(self, batch: list[_Read]) -> None:
+        pipe = self._client.pipeline(transaction=True)
+        for read in batch:
+            pipe.hmget(read.meta_key, _STATUS_FIELDS)
+            pipe.xrange(read.chunks_key, f"{read.after + 1}-0", "+", count=read.limit)
+        try:
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        except Exception as exc:  # the connection (or Redis) failed: every read of the batch alike
+            for read in batch:
+                if not read.future.done():
+                    read.future.set_exception(copy.copy(exc))
+            return
+        except BaseException:  # this task cancelled (its loop closing): so are its reads
+            for read in batch:
+                read.future.cancel()
+            raise
+        for index, read in enumerate(batch):
+            status, entries = replies[2 * index], replies[2 * index + 1]
+            if read.future.done():  # its caller has gone
+                continue
+            failed = status if isinstance(status, Exception) else entries if isinstance(entries, Exception) else None
+            if failed is not None:
+                read.future.set_exception(failed)
+            else:
+                read.future.set_result((status, entries))
