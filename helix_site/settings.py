@@ -125,7 +125,7 @@ HELIX = {
     },
     # Token clients first: an unauthenticated request then answers 401 with its scheme.
     "AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "chat.http.authentication.TokenAuthentication",  # DRF's, its lookup compiled once
         "rest_framework.authentication.SessionAuthentication",
     ],
     "PERMISSION_CLASSES": [],

@@ -3,16 +3,13 @@ latest checkpoint (:class:`~chat.ai_sdk.state.StateStore` on the chat models).""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import record_id, session_key
 from chat.state.compiled import CompiledRead
 from chat.state.db import db
-
-if TYPE_CHECKING:
-    from django.db.models import Field, ForeignKey
 
 __all__ = ["DjangoStateReader", "current_run", "current_run_and_owner"]
 
@@ -21,10 +18,6 @@ _RUN_FIELDS = ("id", "status", "start_sequence", "step_count", "message_id", "me
 _LATEST_RUN_AND_OWNER = CompiledRead(
     Run,
     lambda key: Run.objects.for_session(key).latest_first().values_list(*_RUN_FIELDS, "session__owner_id")[:1],
-    lambda: [
-        *(cast("Field[Any, Any]", Run._meta.get_field(name)) for name in _RUN_FIELDS),
-        cast("ForeignKey[Any, Any]", ChatSession._meta.get_field("owner")).target_field,
-    ],
 )
 
 
