@@ -1,0 +1,124 @@
+"""A reconnect storm against the Redis store: the page reads and subscribes of one event loop go to
+Redis together (streams.backends.redis_reads, redis_tail), and every reader still gets its own
+stream's page, or its own error."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+from redis.exceptions import ResponseError
+
+from streams.backends import RedisStreamManager
+from streams.protocol import TextDelta
+from tests.streams.helpers import texts
+
+
+def calls(client: redis.Redis, command: str) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+async def test_three_hundred_resumes_at_once_read_their_pages_in_a_few_transactions(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    try:
+        streams = [f"s{i}" for i in range(300)]
+        for index, stream_id in enumerate(streams):
+            writer = await manager.create_writer(stream_id, "a")
+            await writer.write_many(texts(index % 7, prefix=f"{stream_id}-"))
+            if index % 3 == 0:
+                await manager.end_stream(stream_id)
+        before = calls(redis_client, "multi")
+        pages = await asyncio.gather(*(manager.first_page(s, 1) for s in streams))
+        transactions = calls(redis_client, "multi") - before
+        assert transactions <= 300 // 64 + 3, transactions  # one by one, it was 300
+        for index, (stream_id, page) in enumerate(zip(streams, pages, strict=True)):
+            assert page is not None
+            written = index % 7
+            assert [sequence for _, sequence in page.chunks] == list(range(2, written + 1))
+            deltas = [chunk.delta for chunk, _ in page.chunks if isinstance(chunk, TextDelta)]
+            assert deltas == [f"{stream_id}-{i}" for i in range(1, written)]
+            assert (page.status, page.latest_sequence) == ("ended" if index % 3 == 0 else "active", written)
+        assert await manager.first_page("no-such-stream", 0) is None
+    finally:
+        await manager.aclose()
+
+
+async def test_a_read_that_fails_in_a_shared_transaction_fails_alone(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    try:
+        for stream_id in ("good-1", "broken", "good-2"):
+            writer = await manager.create_writer(stream_id, "a")
+            await writer.write_many(texts(2))
+        redis_client.delete(f"{key_prefix}{{broken}}:c")
+        redis_client.set(f"{key_prefix}{{broken}}:c", "not a stream")  # XRANGE on it: WRONGTYPE
+        first, broken, second = await asyncio.gather(
+            manager.first_page("good-1", 0),
+            manager.first_page("broken", 0),
+            manager.first_page("good-2", 0),
+            return_exceptions=True,
+        )
+        assert isinstance(broken, ResponseError) and "WRONGTYPE" in str(broken)
+        for page in (first, second):
+            assert not isinstance(page, BaseException) and page is not None
+            assert [sequence for _, sequence in page.chunks] == [1, 2]
+    finally:
+        await manager.aclose()
+
+
+async def test_a_reader_that_leaves_before_its_page_arrives_takes_no_one_with_it(
+    redis_url: str, key_prefix: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    try:
+        for stream_id in ("a", "b", "c"):
+            writer = await manager.create_writer(stream_id, "a")
+            await writer.write_many(texts(1))
+        leaving = asyncio.ensure_future(manager.first_page("b", 0))
+        staying = [asyncio.ensure_future(manager.first_page(s, 0)) for s in ("a", "c")]
+        await asyncio.sleep(0)
+        leaving.cancel()
+        pages = await asyncio.wait_for(asyncio.gather(*staying), 5)
+        assert [[sequence for _, sequence in page.chunks] for page in pages if page is not None] == [[1], [1]]
+        with pytest.raises(asyncio.CancelledError):
+            await leaving
+        page = await manager.first_page("b", 0)  # the loop's reads go on
+        assert page is not None and len(page.chunks) == 1
+    finally:
+        await manager.aclose()
+
+
+async def test_readers_tailing_three_hundred_streams_subscribe_in_a_few_commands(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    try:
+        streams = [f"t{i}" for i in range(300)]
+        writers = [await manager.create_writer(s, "a") for s in streams]
+        before = calls(redis_client, "subscribe")
+        readers = await asyncio.gather(*(manager.create_resumable_reader(s) for s in streams))
+        tails = [asyncio.ensure_future(_sequences(r)) for r in readers]
+        await asyncio.sleep(0.5)  # every reader is tailing now
+        subscribes = calls(redis_client, "subscribe") - before
+        assert 1 <= subscribes <= 5, subscribes  # one by one, it was 300
+        for writer in writers:
+            await writer.write_many(texts(2))
+        for stream_id in streams[:150]:  # half the readers leave: their channels go in a few commands
+            await manager.end_stream(stream_id)
+        assert await asyncio.wait_for(asyncio.gather(*tails[:150]), 10) == [[1, 2]] * 150
+        for writer in writers[150:]:
+            await writer.write_many(texts(1))
+        for stream_id in streams[150:]:
+            await manager.end_stream(stream_id)
+        assert await asyncio.wait_for(asyncio.gather(*tails[150:]), 10) == [[1, 2, 3]] * 150
+    finally:
+        await manager.aclose()
+
+
+async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
+    return [sequence async for _, sequence in reader]
