@@ -117,6 +117,18 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
                 await aclose()
 
 
+async def _respond(match: ResolverMatch, scope: dict[str, Any]) -> HttpResponseBase:
+    """The response of the Helix view ``match`` names, to the request of ``scope``."""
+    request = _StreamRequest(scope, io.BytesIO())
+    request.resolver_match = match
+    try:
+        response: HttpResponseBase = await match.func(request, *match.args, **match.kwargs)
+    except Exception:  # the view renders every error it knows; this is a bug, not the client's
+        logger.exception("resume of %s failed", scope.get("path"))
+        response = JsonResponse(ExecutionError("The stream could not be resumed").as_dict(), status=500)
+    return response
+
+
 class StreamRouter:
     """ASGI: resume GETs to their Helix view here, everything else to ``django_app``; every
     response's writes flow-controlled, and request bodies capped where the server does not
@@ -143,11 +155,6 @@ class StreamRouter:
         if match is None:
             await self.django_app(scope, receive, send)
             return
-        request = _StreamRequest(scope, io.BytesIO())
-        request.resolver_match = match
-        try:
-            response = await match.func(request, *match.args, **match.kwargs)
-        except Exception:  # the view renders every error it knows; this is a bug, not the client's
-            logger.exception("resume of %s failed", scope.get("path"))
-            response = JsonResponse(ExecutionError("The stream could not be resumed").as_dict(), status=500)
-        await _send_response(response, receive, send)
+        # The request is not kept while its stream is open (minutes, thousands of them): the
+        # response's body holds what the stream needs.
+        await _send_response(await _respond(match, scope), receive, send)
