@@ -8,6 +8,7 @@ snapshot was being built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -66,9 +67,9 @@ def without_discarded(chunks: list[StoredChunk]) -> list[StoredChunk]:
     When a worker dies mid-step, the attempt that takes over voids the partial step it left in
     the stream; what is rebuilt from the stream (replays, partial content) must not show it.
     """
-    ranges = [(c.from_sequence, c.to_sequence) for c, _ in chunks if isinstance(c, StepDiscarded)]
-    if not ranges:
+    if StepDiscarded not in map(type, map(itemgetter(0), chunks)):  # the usual case, checked in C
         return chunks
+    ranges = [(c.from_sequence, c.to_sequence) for c, _ in chunks if isinstance(c, StepDiscarded)]
     return [stored for stored in chunks if not any(low <= stored[1] <= high for low, high in ranges)]
 
 

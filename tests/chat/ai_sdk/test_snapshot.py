@@ -9,11 +9,21 @@ from hypothesis import strategies as st
 
 from chat.ai_sdk.partial import rebuild_partial_content
 from chat.ai_sdk.replay import has_replay_content, replay_events
-from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot
+from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot, without_discarded
 from chat.ai_sdk.state import CheckpointInfo, InMemoryStateStore
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import InMemoryStreamManager
-from streams.protocol import Chunk, TextDelta, Thinking, ToolArgStreamDelta, ToolArgStreamStart, ToolEnd, ToolStart
+from streams.protocol import (
+    Chunk,
+    StepDiscarded,
+    TextDelta,
+    Thinking,
+    ToolArgStreamDelta,
+    ToolArgStreamStart,
+    ToolEnd,
+    ToolStart,
+    stored_chunks,
+)
 from tests.chat.ai_sdk.runs import RunSpec, StepSpec, ToolSpec
 from tests.chat.ai_sdk.scenario import SESSION, Scenario
 
@@ -169,3 +179,18 @@ def test_consecutive_text_deltas_folded_at_once_make_the_same_content(kinds: lis
         if chunk.agent_id == "a":
             builder.add(chunk)
     assert rebuild_partial_content(chunks, agent_id="a") == one_by_one
+
+
+def test_the_steps_a_later_attempt_voided_are_left_out_and_a_clean_run_is_kept_as_it_is() -> None:
+    def delta(text: str) -> TextDelta:
+        return TextDelta(agent_id="a", timestamp=1, delta=text)
+
+    void = StepDiscarded(
+        run_id="r", step=2, attempt=1, from_sequence=3, to_sequence=4, reason="worker lost", agent_id="a", timestamp=1
+    )
+    clean = stored_chunks([delta("one "), delta("two ")], 1)
+    assert without_discarded(clean) is clean
+    mixed = stored_chunks([delta("one "), delta("two "), delta("half "), delta("a step "), void, delta("again")], 1)
+    kept = without_discarded(mixed)
+    assert [sequence for _, sequence in kept] == [1, 2, 5, 6]
+    assert rebuild_partial_content(kept).text == "one two again"
