@@ -20,7 +20,7 @@ import gc
 import os
 from typing import Any
 
-gc.set_threshold(2_000, 10, 100)  # as the demo site's asgi.py: both servers collect alike
+gc.set_threshold(5_000, 10, 10)  # as the demo site's asgi.py: both servers collect alike
 
 EVENT = b'id: 1\ndata: {"type":"text-delta","id":"text-1","delta":"some streamed words "}\n\n'
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
