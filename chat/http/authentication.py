@@ -33,7 +33,8 @@ class _TokenRead:
         self.names = [field.attname for field in model._meta.concrete_fields]
         self.user_names = [field.attname for field in self.user_model._meta.concrete_fields]
         columns = [*self.names, *(f"user__{name}" for name in self.user_names)]
-        self.read = CompiledRead(model, lambda key: model._default_manager.filter(key=key).values_list(*columns)[:2])
+        manager: Any = model.objects  # type: ignore[attr-defined]  # DRF's lookup, as DRF makes it
+        self.read = CompiledRead(model, lambda key: manager.filter(key=key).values_list(*columns)[:2])
 
     def token(self, key: str) -> Any:
         """The token of ``key`` with its user attached, or ``None`` (for no token, and for more

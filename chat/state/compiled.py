@@ -59,8 +59,11 @@ class CompiledRead:
         return rows
 
     def _compile(self, alias: str) -> _Compiled | None:
-        compiler: Any = self.build(_PROBE).query.get_compiler(using=alias)
-        sql, params = compiler.as_sql()
+        try:
+            compiler: Any = self.build(_PROBE).query.get_compiler(using=alias)
+            sql, params = compiler.as_sql()
+        except Exception:  # a column the probe is no value of (a UUID, a number): the ORM each time
+            return None
         if tuple(params) != (_PROBE,):
             return None
         columns = [selected[0] for selected in compiler.select[: compiler.col_count]]

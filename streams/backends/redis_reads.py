@@ -17,6 +17,8 @@ import asyncio
 import copy
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ExecAbortError
+
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
@@ -45,7 +47,8 @@ class PageReads:
         self._client = client
         self._shared_up_to = shared_up_to
         self._pending: list[_Read] = []
-        self._senders: set[asyncio.Task[None]] = set()
+        self._sending = 0  # senders that will still look at _pending
+        self._tasks: set[asyncio.Task[None]] = set()  # held until done
 
     async def read(self, chunks_key: str, meta_key: str, after: int, limit: int) -> tuple[list[Any], list[Any]]:
         """``[status, seq, error]`` of the meta hash and the ``XRANGE`` entries after ``after``
@@ -57,19 +60,25 @@ class PageReads:
             await self._transaction([read])
             return await future
         self._pending.append(read)
-        if len(self._senders) < self.max_in_flight:
+        if self._sending < self.max_in_flight:
+            self._sending += 1
             sender = asyncio.ensure_future(self._send())
-            self._senders.add(sender)
-            sender.add_done_callback(self._senders.discard)
+            self._tasks.add(sender)
+            sender.add_done_callback(self._tasks.discard)
         return await future
 
     async def _send(self) -> None:
-        await asyncio.sleep(0)  # the reads asked for in this loop iteration go together
-        while self._pending:
-            batch = [r for r in self._pending[: self.max_batch] if not r.future.done()]
-            del self._pending[: self.max_batch]
-            if batch:
-                await self._transaction(batch)
+        try:
+            await asyncio.sleep(0)  # the reads asked for in this loop iteration go together
+            while self._pending:
+                batch = [r for r in self._pending[: self.max_batch] if not r.future.done()]
+                del self._pending[: self.max_batch]
+                if batch:
+                    await self._transaction(batch)
+        finally:
+            # In the same step as the last look at _pending: a read asked for from now on starts
+            # a sender (a task's done callbacks run later, after callers it woke may have asked).
+            self._sending -= 1
 
     async def _transaction(self, batch: list[_Read]) -> None:
         pipe = self._client.pipeline(transaction=True)
@@ -78,8 +87,15 @@ class PageReads:
             pipe.xrange(read.chunks_key, f"{read.after + 1}-0", "+", count=read.limit)
         try:
             replies: list[Any] = await pipe.execute(raise_on_error=False)
-        except Exception as exc:  # the connection (or Redis) failed: every read of the batch alike
-            for read in batch:
+        except Exception as exc:
+            aborted = isinstance(exc, ExecAbortError) or isinstance(exc.__cause__, ExecAbortError)
+            if aborted and len(batch) > 1:
+                # Redis would not even queue one of the reads (an ACL, say; redis-py raises that
+                # read's error): each on its own.
+                for read in batch:
+                    await self._transaction([read])
+                return
+            for read in batch:  # the connection (or Redis) failed: every read of the batch alike
                 if not read.future.done():
                     read.future.set_exception(copy.copy(exc))
             return

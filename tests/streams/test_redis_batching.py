@@ -5,10 +5,12 @@ stream's page, or its own error."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import redis
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError, ResponseError
 
 from streams.backends import RedisStreamManager
 from streams.protocol import TextDelta
@@ -122,3 +124,72 @@ async def test_readers_tailing_three_hundred_streams_subscribe_in_a_few_commands
 
 async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
     return [sequence async for _, sequence in reader]
+
+
+async def test_a_read_asked_for_as_the_last_transactions_end_is_still_sent(redis_url: str, key_prefix: str) -> None:
+    """Two transactions in flight end in the same loop iteration and a caller reads again at once
+    (a resume reads twice): that read must go out (it once waited for a read that never came)."""
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    try:
+        for stream_id in ("a", "b"):
+            await manager.create_writer(stream_id, "w")
+        reads = manager._state().reads
+        client, release = reads._client, asyncio.Event()
+
+        def held_pipeline(*args: Any, **kwargs: Any) -> Any:
+            pipe = client.pipeline(*args, **kwargs)
+            execute = pipe.execute
+
+            async def execute_then_wait(*args: Any, **kwargs: Any) -> Any:
+                replies = await execute(*args, **kwargs)  # Redis answered...
+                await release.wait()  # ...and both transactions end together
+                return replies
+
+            pipe.execute = execute_then_wait  # type: ignore[method-assign]
+            return pipe
+
+        reads._client = SimpleNamespace(pipeline=held_pipeline)  # type: ignore[assignment]
+
+        async def twice(stream_id: str) -> int:
+            await manager.first_page(stream_id, 0)
+            page = await manager.first_page(stream_id, 0)
+            assert page is not None
+            return page.latest_sequence
+
+        first = asyncio.ensure_future(twice("a"))
+        await asyncio.sleep(0.2)  # its transaction is in flight, held
+        second = asyncio.ensure_future(manager.first_page("b", 0))  # a second transaction beside it
+        await asyncio.sleep(0.2)
+        reads._client = client  # the reads asked for next go out as usual
+        release.set()
+        assert await asyncio.wait_for(first, 5) == 0
+        page = await second
+        assert page is not None and page.status == "active"
+    finally:
+        await manager.aclose()
+
+
+async def test_a_read_redis_refuses_to_queue_fails_alone(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    """A read that aborts the shared transaction as it is queued (here an ACL refusing one
+    stream's keys) is sent again on its own; the others of its batch are read all the same."""
+    owner = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    user = f"helix-limited-{key_prefix.strip(':').replace(':', '-')}"
+    redis_client.acl_setuser(user, enabled=True, passwords=["+pw"], keys=[f"{key_prefix}{{good*"], commands=["+@all"])
+    limited = RedisStreamManager(redis_url.replace("redis://", f"redis://{user}:pw@"), key_prefix=key_prefix)
+    try:
+        for stream_id in ("good-1", "bad", "good-2"):
+            writer = await owner.create_writer(stream_id, "a")
+            await writer.write_many(texts(2))
+        pages = await asyncio.gather(
+            *(limited.first_page(s, 0) for s in ("good-1", "bad", "good-2")), return_exceptions=True
+        )
+        assert isinstance(pages[1], NoPermissionError), pages[1]
+        for page in (pages[0], pages[2]):
+            assert not isinstance(page, BaseException) and page is not None
+            assert [sequence for _, sequence in page.chunks] == [1, 2]
+    finally:
+        await limited.aclose()
+        await owner.aclose()
+        redis_client.acl_deluser(user)

@@ -73,3 +73,11 @@ def test_values_come_back_through_the_converters_the_orm_applies() -> None:
     assert row == tuple(expected)
     assert [type(item) for item in row] == [type(item) for item in expected]
     assert row[1].tzinfo is not None and row[3] == {"tokens": 3}
+
+
+def test_a_read_by_a_column_the_probe_is_no_value_of_runs_through_the_orm() -> None:
+    session = ChatSession.objects.create(owner=None, agent="chat")
+    run = Run.objects.create(session=session, agent="chat", status="running", message_id="m")
+    read = CompiledRead(Run, lambda key: Run.objects.filter(pk=key).values_list("status"))  # a UUID column
+    assert read.rows(str(run.pk)) == [("running",)]
+    assert read.rows(str(uuid.uuid4())) == []
