@@ -7,6 +7,7 @@ snapshot or replayed as events at the head of a resumed stream.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,7 +27,15 @@ from streams.protocol import (
     ToolStart,
 )
 
-__all__ = ["PartialContent", "ReasoningSegment", "TextSegment", "ToolSegment", "rebuild_partial_content"]
+__all__ = [
+    "PartialContent",
+    "ReasoningSegment",
+    "TextSegment",
+    "ToolSegment",
+    "copy_partial_content",
+    "extend_partial_content",
+    "rebuild_partial_content",
+]
 
 ToolState = Literal["streaming", "pending", "executing", "approval", "completed", "error", "denied"]
 _IN_FLIGHT: frozenset[ToolState] = frozenset({"streaming", "pending", "executing", "approval"})
@@ -172,7 +181,11 @@ class _Builder:
 def rebuild_partial_content(chunks: Iterable[Chunk | tuple[Chunk, int]], agent_id: str | None = None) -> PartialContent:
     """The content shown by ``chunks`` (a run's, in order), counting only the run's own agent
     (``agent_id``, else the first chunk's); sub-agents' chunks and data events are not content."""
-    content = PartialContent(agent_id=agent_id)
+    return extend_partial_content(PartialContent(agent_id=agent_id), chunks)
+
+
+def extend_partial_content(content: PartialContent, chunks: Iterable[Chunk | tuple[Chunk, int]]) -> PartialContent:
+    """``content`` (changed in place, and returned) with what the run's next ``chunks`` show."""
     builder = _Builder(content)
     text: list[str] = []  # consecutive text deltas, joined once (an answer is thousands of them)
     for item in chunks:
@@ -191,3 +204,9 @@ def rebuild_partial_content(chunks: Iterable[Chunk | tuple[Chunk, int]], agent_i
     if text:
         builder.add_text("".join(text))
     return content
+
+
+def copy_partial_content(content: PartialContent) -> PartialContent:
+    """A copy of ``content`` that :func:`extend_partial_content` can extend without changing
+    ``content`` (the builder replaces segments' values, never changes them inside)."""
+    return PartialContent(agent_id=content.agent_id, segments=[copy.copy(s) for s in content.segments])

@@ -7,9 +7,8 @@ from typing import Any
 
 from chat.ai_sdk.events import UIMessageChunk
 from chat.ai_sdk.messages import PARTIAL_SUFFIX
-from chat.ai_sdk.partial import rebuild_partial_content
 from chat.ai_sdk.replay import has_replay_content, replay_events, unfinished_tool_events
-from chat.ai_sdk.snapshot import run_chunks
+from chat.ai_sdk.run_contents import run_contents
 from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.state import RunInfo
 from chat.ai_sdk.transformer import StreamTransformer
@@ -82,7 +81,7 @@ async def _resumed(
         # `start` needs only the message id: send it before reading the run's content, so the
         # client hears back at once however long the run is.
         yield b"".join([encode_event(event, id=position) for event in transformer.start()])
-    content = rebuild_partial_content(await run_chunks(manager, session_id, run, position))
+    content = await run_contents.up_to(manager, session_id, run, position)
     events: list[UIMessageChunk] = []
     if content_replay:
         events, text_block, reasoning_block = replay_events(content, lambda: transformer.new_block_id("replay"))

@@ -67,10 +67,17 @@ def without_discarded(chunks: list[StoredChunk]) -> list[StoredChunk]:
     When a worker dies mid-step, the attempt that takes over voids the partial step it left in
     the stream; what is rebuilt from the stream (replays, partial content) must not show it.
     """
-    if StepDiscarded not in map(type, map(itemgetter(0), chunks)):  # the usual case, checked in C
+    ranges = discarded_ranges(chunks)
+    if not ranges:
         return chunks
-    ranges = [(c.from_sequence, c.to_sequence) for c, _ in chunks if isinstance(c, StepDiscarded)]
     return [stored for stored in chunks if not any(low <= stored[1] <= high for low, high in ranges)]
+
+
+def discarded_ranges(chunks: list[StoredChunk]) -> list[tuple[int, int]]:
+    """The ``(from, to)`` sequence ranges that the ``step_discarded`` chunks among ``chunks`` void."""
+    if StepDiscarded not in map(type, map(itemgetter(0), chunks)):  # the usual case, checked in C
+        return []
+    return [(c.from_sequence, c.to_sequence) for c, _ in chunks if isinstance(c, StepDiscarded)]
 
 
 def _uncommitted(chunks: list[StoredChunk], loaded_messages: int, run: RunInfo) -> list[StoredChunk]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ExecAbortError
@@ -57,15 +58,21 @@ class PageReads:
         future: asyncio.Future[tuple[list[Any], list[Any]]] = asyncio.get_running_loop().create_future()
         read = _Read(chunks_key, meta_key, after, limit, future)
         if limit > self._shared_up_to:
-            await self._transaction([read])
+            # In a task of its own, like a shared read: a caller that goes away (a client closing
+            # a resume mid-read) leaves the reply to be read to its end. Cancelled mid-reply,
+            # redis-py would drop the connection, and the next read would pay for a new one.
+            self._hold(self._transaction([read]))
             return await future
         self._pending.append(read)
         if self._sending < self.max_in_flight:
             self._sending += 1
-            sender = asyncio.ensure_future(self._send())
-            self._tasks.add(sender)
-            sender.add_done_callback(self._tasks.discard)
+            self._hold(self._send())
         return await future
+
+    def _hold(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _send(self) -> None:
         try:

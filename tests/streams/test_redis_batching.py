@@ -193,3 +193,34 @@ async def test_a_read_redis_refuses_to_queue_fails_alone(
         await limited.aclose()
         await owner.aclose()
         redis_client.acl_deluser(user)
+
+
+async def test_a_reader_that_leaves_in_the_middle_of_a_long_read_keeps_its_connection(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    """A client closing a resume while the run's chunks are read (a long read goes out alone):
+    the reply is read to its end and the connection goes back to the pool. Cancelled mid-reply,
+    redis-py drops the connection, and the next read pays for a new one."""
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+    try:
+        writer = await manager.create_writer("long", "a")
+        await writer.write_many(texts(20_000))
+        await manager.first_page("long", 0)
+
+        def connections() -> set[str]:
+            return {c["id"] for c in redis_client.client_list() if c.get("name") == manager.client_name}
+
+        before = connections()
+        for _ in range(3):
+            leaving = asyncio.ensure_future(manager.get_chunks_from_sequence("long", 0))
+            await asyncio.sleep(0.002)  # the transaction is out; its reply (about 1 MB) is not all in
+            assert not leaving.done()
+            leaving.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await leaving
+            await asyncio.sleep(0.3)  # the abandoned reply is read; its connection is back in the pool
+        assert connections() == before  # the same connections: none dropped, none opened
+        chunks = await manager.get_chunks_from_sequence("long", 19_990)
+        assert [sequence for _, sequence in chunks] == list(range(19_991, 20_001))
+    finally:
+        await manager.aclose()

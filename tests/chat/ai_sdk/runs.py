@@ -246,3 +246,14 @@ def run_specs(draw: st.DrawFn, run_number: int = 1) -> RunSpec:
             )
         )
     return RunSpec(steps=steps, agent_id=f"run-{run_number}", message_id=f"msg-run-{run_number}")
+
+
+def chunk_of(kind: str, agent: str, index: int) -> Chunk:
+    """A chunk of ``kind`` (text, thinking, call, end of the previous call) by ``agent``."""
+    if kind == "text":
+        return TextDelta(agent_id=agent, timestamp=1, delta=f"t{index} ")
+    if kind == "thinking":
+        return Thinking(agent_id=agent, timestamp=1, content=f"r{index} ", is_complete=index % 3 == 0)
+    if kind == "call":
+        return ToolStart(agent_id=agent, timestamp=1, tool_call_id=f"c{index}", tool_name="search", arguments={})
+    return ToolEnd(agent_id=agent, timestamp=1, tool_call_id=f"c{index - 1}", result=index, success=True)

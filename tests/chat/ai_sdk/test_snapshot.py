@@ -24,7 +24,7 @@ from streams.protocol import (
     ToolStart,
     stored_chunks,
 )
-from tests.chat.ai_sdk.runs import RunSpec, StepSpec, ToolSpec
+from tests.chat.ai_sdk.runs import RunSpec, StepSpec, ToolSpec, chunk_of
 from tests.chat.ai_sdk.scenario import SESSION, Scenario
 
 SPEC = RunSpec(
@@ -155,16 +155,6 @@ def test_a_resumed_transformer_continues_where_the_client_is() -> None:
     ]
 
 
-def _chunk_of(kind: str, agent: str, index: int) -> Chunk:
-    if kind == "text":
-        return TextDelta(agent_id=agent, timestamp=1, delta=f"t{index} ")
-    if kind == "thinking":
-        return Thinking(agent_id=agent, timestamp=1, content=f"r{index} ", is_complete=index % 3 == 0)
-    if kind == "call":
-        return ToolStart(agent_id=agent, timestamp=1, tool_call_id=f"c{index}", tool_name="search", arguments={})
-    return ToolEnd(agent_id=agent, timestamp=1, tool_call_id=f"c{index - 1}", result=index, success=True)
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["text", "thinking", "call", "end"]), st.sampled_from(["a", "a", "sub"]))))
 def test_consecutive_text_deltas_folded_at_once_make_the_same_content(kinds: list[tuple[str, str]]) -> None:
@@ -172,7 +162,7 @@ def test_consecutive_text_deltas_folded_at_once_make_the_same_content(kinds: lis
     adding them one by one makes, sub-agents' chunks between them included."""
     from chat.ai_sdk.partial import PartialContent, _Builder
 
-    chunks = [_chunk_of(kind, agent, index) for index, (kind, agent) in enumerate(kinds)]
+    chunks = [chunk_of(kind, agent, index) for index, (kind, agent) in enumerate(kinds)]
     one_by_one = PartialContent(agent_id="a")
     builder = _Builder(one_by_one)
     for chunk in chunks:
