@@ -15,8 +15,10 @@ import contextlib
 import itertools
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import hiredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -27,7 +29,7 @@ from streams.protocol import StoredChunk, decode_chunks, stored_chunks
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
-    from redis.asyncio.client import PubSub
+    from redis.asyncio.connection import Connection
 
 __all__ = ["TailHub"]
 
@@ -94,14 +96,66 @@ class TailSubscription(Subscription):
         self.push(_REREAD)
 
 
+class _Health:
+    """The health check of a pub/sub connection: a ``PING`` after an interval in which nothing
+    was read, and the connection closed (its read ends) after a second silent one. One timer an
+    interval, not one per read."""
+
+    def __init__(self, connection: Connection, interval: float) -> None:
+        self.connection = connection
+        self.interval = interval
+        self.reads = 0  # counted by the listener
+        self.silent = False
+        self._seen = 0
+        self._pinged = False
+        self._ping: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(interval, self._check)
+
+    def _check(self) -> None:
+        if self.reads != self._seen:
+            self._seen, self._pinged = self.reads, False
+        elif not self._pinged:
+            self._pinged = True
+            self._ping = asyncio.ensure_future(self._send_ping())
+        else:
+            self.silent = True
+            writer = self.connection._writer
+            if writer is not None:
+                writer.transport.abort()  # the listener's read ends, and it reconnects
+            return
+        self._timer = asyncio.get_running_loop().call_later(self.interval, self._check)
+
+    async def _send_ping(self) -> None:
+        with contextlib.suppress(Exception):  # a failed write ends the read too
+            await self.connection.send_command("PING")
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        if self._ping is not None:
+            self._ping.cancel()
+
+
 class TailHub:
-    """Fans the change notifications of one pub/sub connection out to the readers of a loop."""
+    """Fans the change notifications of one pub/sub connection out to the readers of a loop.
+
+    The connection is one of the store's pool, taken for good and subscribed by hand: replies are
+    read off its socket as they come, as many as one read brings, each parsed by hiredis and
+    handed out on the spot. redis-py's ``PubSub`` reads one message per call, through its retry,
+    timeout and dict-building layers: at thousands of notifications a second, that was a quarter
+    of a live stream's CPU. Health checks are the hub's own: after ``health_check_interval``
+    seconds of silence it sends a ``PING``, and a connection silent for another interval is taken
+    for dead and replaced (every reader then re-reads the store).
+    """
+
+    #: Seconds of silence after which the connection is pinged (and after another, dropped).
+    health_check_interval = 30.0
+    read_size = 1 << 16
 
     def __init__(self, client: Redis, *, retry_timeout: float) -> None:
         self._client = client
         self._retry_timeout = retry_timeout
         self._subscriptions: dict[bytes, set[TailSubscription]] = {}
-        self._pubsub: PubSub | None = None
+        self._connection: Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._commands: set[asyncio.Future[None]] = set()
         self._asked: list[tuple[str, bytes]] = []  # (un)subscribes not sent yet
@@ -111,7 +165,7 @@ class TailHub:
         subscribers = self._subscriptions.setdefault(subscription.channel, set())
         subscribers.add(subscription)
         if len(subscribers) == 1:
-            self._ask("subscribe", subscription.channel)
+            self._ask("SUBSCRIBE", subscription.channel)
         elif len(subscribers) > 1 and any(s._ready.is_set() for s in subscribers if s is not subscription):
             subscription.subscribed()
         if self._task is None or self._task.done():
@@ -126,7 +180,7 @@ class TailHub:
             return
         del self._subscriptions[subscription.channel]
         if self._subscriptions:
-            self._ask("unsubscribe", subscription.channel)
+            self._ask("UNSUBSCRIBE", subscription.channel)
         elif self._task is not None:
             self._task.cancel()  # nothing left to tail: give the connection back
             self._task = None
@@ -141,33 +195,37 @@ class TailHub:
 
     async def _send_asked(self) -> None:
         await asyncio.sleep(0)  # a reconnect storm's thousands of subscribes: a few commands
-        async with self._lock:  # never two connects of one PubSub: each would take a connection
+        async with self._lock:  # not while the connection is being (re)made: it subscribes to all
             asked, self._asked = self._asked, []
-            pubsub = self._pubsub
-            if pubsub is None or pubsub.connection is None:
+            connection = self._connection
+            if connection is None:
                 return  # the next (re)connect subscribes every channel
             # Consecutive asks of one command become one command with all their channels.
             for command, group in itertools.groupby(asked, key=lambda ask: ask[0]):
                 channels = [channel for _, channel in group]
                 try:
-                    await getattr(pubsub, command)(*channels)
+                    await connection.send_command(command, *channels)
                 except Exception:  # the listener owns recovery and resubscribes everything
                     logger.debug(
                         "pub/sub %s of %d channels failed; the listener will resubscribe", command, len(channels)
                     )
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        kind, channel = message["type"], message["channel"]
+    def _dispatch(self, reply: Any) -> None:
+        """Hand one pub/sub reply (``[kind, channel, payload]``) to the readers it concerns."""
+        if isinstance(reply, Exception):  # Redis refused us (an ACL, say): a new connection
+            raise RedisConnectionError(f"pub/sub connection refused: {reply}")
+        if not isinstance(reply, list) or len(reply) != 3:
+            return  # a PING's reply
+        kind, channel, data = reply
         subscribers = self._subscriptions.get(channel)
         if not subscribers:
             return
-        if kind == "subscribe":
+        if kind == b"subscribe":
             for subscription in list(subscribers):
                 subscription.subscribed()
             return
-        if kind != "message":
+        if kind != b"message":
             return
-        data: bytes = message["data"]
         if data[:1] == b"!":
             for subscription in list(subscribers):
                 subscription.push(_REREAD)
@@ -185,31 +243,74 @@ class TailHub:
         for subscription in list(subscribers):
             subscription.push(stored)
 
-    async def _close_pubsub(self, pubsub: PubSub | None) -> None:
-        if pubsub is None:
+    async def _connect(self) -> Connection:
+        """A connection of the pool, subscribed to every channel with readers."""
+        pool = self._client.connection_pool
+        async with self._lock:
+            connection: Connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+            try:
+                if self._subscriptions:
+                    await connection.send_command("SUBSCRIBE", *self._subscriptions)
+            except BaseException:
+                await self._drop(connection)
+                raise
+            self._connection = connection
+            return connection
+
+    async def _drop(self, connection: Connection | None) -> None:
+        """Close a pub/sub connection (never reused for commands) and give its slot back."""
+        if connection is None:
             return
-        if self._pubsub is pubsub:
-            self._pubsub = None
+        if self._connection is connection:
+            self._connection = None
         with contextlib.suppress(Exception):
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await connection.disconnect()
+        with contextlib.suppress(Exception):
+            await self._client.connection_pool.release(connection)
+
+    async def _listen(self, connection: Connection, heard: Callable[[], None]) -> None:
+        """Read ``connection`` until it fails (it raises), dispatching every reply."""
+        socket = connection._reader  # the socket redis-py connected, authenticated and named
+        if socket is None:
+            raise RedisConnectionError("the pub/sub connection closed")
+        parser = hiredis.Reader()
+        health = _Health(connection, self.health_check_interval)
+        try:
+            while True:
+                data = await socket.read(self.read_size)
+                if not data:
+                    if health.silent:
+                        raise RedisTimeoutError("the pub/sub connection went silent")
+                    raise RedisConnectionError("the pub/sub connection closed")
+                health.reads += 1
+                heard()
+                try:
+                    parser.feed(data)
+                    reply = parser.gets()
+                    while reply is not False:
+                        self._dispatch(reply)
+                        reply = parser.gets()
+                except hiredis.ProtocolError as exc:
+                    raise RedisConnectionError(f"pub/sub protocol error: {exc}") from exc
+        finally:
+            health.stop()
 
     async def _run(self) -> None:
         backoff: Backoff | None = None  # while the connection is failing
-        pubsub: PubSub | None = None
+
+        def heard() -> None:
+            nonlocal backoff
+            backoff = None
+
+        connection: Connection | None = None
         try:
             while self._subscriptions:
                 try:
-                    if pubsub is None:
-                        async with self._lock:
-                            pubsub = self._pubsub = self._client.pubsub()
-                            await pubsub.subscribe(*self._subscriptions)
-                    message = await pubsub.get_message(timeout=None)
-                    backoff = None
-                    if message is not None:
-                        self._dispatch(message)
+                    connection = await self._connect()
+                    await self._listen(connection, heard)
                 except _NETWORK_ERRORS as exc:
-                    await self._close_pubsub(pubsub)
-                    pubsub = None
+                    await self._drop(connection)
+                    connection = None
                     backoff = backoff or Backoff(timeout=self._retry_timeout)
                     delay = backoff.next_delay()
                     if delay is None:
@@ -218,7 +319,7 @@ class TailHub:
                     logger.warning("stream tail lost its Redis connection (%s); retrying", exc)
                     await asyncio.sleep(delay)
         finally:
-            await self._close_pubsub(pubsub)
+            await self._drop(connection)
 
     def _fail_all(self, exc: BaseException) -> None:
         for channel, subscribers in list(self._subscriptions.items()):
@@ -234,4 +335,4 @@ class TailHub:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self._close_pubsub(self._pubsub)
+        await self._drop(self._connection)

@@ -379,6 +379,8 @@ _make_stored = functools.partial(tuple.__new__, StoredChunk)  # no Python frame 
 
 def stored_chunks(chunks: list[Chunk], first_sequence: int) -> list[StoredChunk]:
     """Pair consecutive chunks with their sequences, ``first_sequence`` onwards."""
+    if len(chunks) == 1:  # a live notification's usual batch
+        return [_make_stored((chunks[0], first_sequence))]
     sequences = range(first_sequence, first_sequence + len(chunks))
     return list(map(_make_stored, zip(chunks, sequences, strict=True)))
 

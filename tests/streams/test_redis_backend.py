@@ -11,6 +11,7 @@ import redis
 
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import RedisStreamManager
+from streams.backends.redis_tail import TailHub
 from streams.backoff import Backoff, retry
 from streams.exceptions import StreamUnavailableError
 from streams.protocol import UnknownChunk
@@ -128,6 +129,45 @@ async def test_an_idle_tail_outlives_the_socket_timeout(
         await writer.write(text("late"))
         assert (await asyncio.wait_for(waiting, 5))[1] == 1
         assert "lost its Redis connection" not in caplog.text
+    finally:
+        await manager.aclose()
+
+
+def _pubsub_ids(client: redis.Redis, manager: RedisStreamManager) -> set[str]:
+    return {c["id"] for c in helix_connections(client, manager) if "P" in str(c.get("flags"))}
+
+
+async def test_a_silent_tail_connection_is_pinged_and_a_dead_one_replaced(
+    redis_url: str,
+    redis_client: redis.Redis,
+    key_prefix: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hub reads its pub/sub socket itself: it pings a connection that has been silent for an
+    interval, keeps one that answers, and replaces one that stays silent (a Redis that hangs, a
+    peer gone without a FIN), after which its readers re-read and tail on."""
+    monkeypatch.setattr(TailHub, "health_check_interval", 0.2)
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix, retry_timeout=10)
+    try:
+        writer = await manager.create_writer("s", "a")
+        reader = await manager.create_resumable_reader("s")
+        assert reader is not None
+        waiting = asyncio.ensure_future(reader.__anext__())
+        await asyncio.sleep(0.3)
+        first = _pubsub_ids(redis_client, manager)
+        assert len(first) == 1
+        pings = int(redis_client.info("commandstats").get("cmdstat_ping", {}).get("calls", 0))
+        await asyncio.sleep(1.0)  # five silent intervals, each ping answered
+        assert int(redis_client.info("commandstats")["cmdstat_ping"]["calls"]) >= pings + 2
+        assert _pubsub_ids(redis_client, manager) == first
+        assert "lost its Redis connection" not in caplog.text
+        redis_client.client_pause(1000)  # Redis answers no one: the ping neither
+        await asyncio.sleep(1.5)
+        assert "went silent" in caplog.text
+        await writer.write(text("after"))
+        assert (await asyncio.wait_for(waiting, 5))[1] == 1
+        assert len(_pubsub_ids(redis_client, manager) - first) == 1
     finally:
         await manager.aclose()
 
