@@ -79,16 +79,19 @@ def _follow(target: Target, streams: list[str], niceness: int, ready: Any, stop:
     as_load(niceness)
     import uvloop
 
+    writers: list[asyncio.StreamWriter] = []
+
     async def follow(stream: str, latencies: list[float], answered: list[int]) -> None:
         reader, writer = await asyncio.open_connection(HOST, target.port, limit=1 << 20)
+        writers.append(writer)
         auth = f"Authorization: Token {target.token}\r\n" if target.token else ""
         writer.write(f"GET {target.path(stream)} HTTP/1.1\r\nHost: {HOST}\r\n{auth}\r\n".encode())
         tail, first = b"", True
-        while not stop.is_set():
+        while True:  # until main() closes the connection: no timer, task or stop check per read
             try:
-                data = await asyncio.wait_for(reader.read(1 << 16), 0.2)
-            except TimeoutError:
-                continue
+                data = await reader.read(1 << 16)
+            except ConnectionError:
+                break
             if not data:
                 break
             if first:
@@ -102,7 +105,6 @@ def _follow(target: Target, streams: list[str], niceness: int, ready: Any, stop:
                 continue
             latencies.extend((now - int(m)) / 1e6 for m in TIMESTAMP.findall(window, 0, cut))
             tail = window[cut + 2 :]
-        writer.close()
 
     async def main() -> list[float]:
         latencies: list[float] = []
@@ -111,6 +113,10 @@ def _follow(target: Target, streams: list[str], niceness: int, ready: Any, stop:
         while len(answered) < len(streams) and not all(t.done() for t in tasks):
             await asyncio.sleep(0.05)
         ready.put(len(answered))
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        for writer in writers:
+            writer.close()  # each follow() reads the end of its stream and returns
         await asyncio.gather(*tasks)
         return latencies
 
