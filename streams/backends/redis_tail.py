@@ -96,6 +96,17 @@ class TailSubscription(Subscription):
         self.push(_REREAD)
 
 
+async def _write(connection: Connection, *args: Any) -> None:
+    """Send a command on the hub's connection, straight to its socket. redis-py's
+    ``send_command`` would reconnect a closed connection (one the hub has dropped, perhaps back in
+    the pool) and run its own health check, which reads the reply the hub's listener waits for."""
+    writer = connection._writer
+    if writer is None or writer.is_closing():
+        raise RedisConnectionError("the pub/sub connection closed")
+    writer.writelines(connection.pack_command(*args))
+    await writer.drain()
+
+
 class _Health:
     """The health check of a pub/sub connection: a ``PING`` after an interval in which nothing
     was read, and the connection closed (its read ends) after a second silent one. One timer an
@@ -127,7 +138,7 @@ class _Health:
 
     async def _send_ping(self) -> None:
         with contextlib.suppress(Exception):  # a failed write ends the read too
-            await self.connection.send_command("PING")
+            await _write(self.connection, "PING")
 
     def stop(self) -> None:
         self._timer.cancel()
@@ -198,13 +209,13 @@ class TailHub:
         async with self._lock:  # not while the connection is being (re)made: it subscribes to all
             asked, self._asked = self._asked, []
             connection = self._connection
-            if connection is None:
-                return  # the next (re)connect subscribes every channel
             # Consecutive asks of one command become one command with all their channels.
             for command, group in itertools.groupby(asked, key=lambda ask: ask[0]):
                 channels = [channel for _, channel in group]
+                if connection is None or connection is not self._connection:
+                    return  # dropped: the next (re)connect subscribes every channel
                 try:
-                    await connection.send_command(command, *channels)
+                    await _write(connection, command, *channels)
                 except Exception:  # the listener owns recovery and resubscribes everything
                     logger.debug(
                         "pub/sub %s of %d channels failed; the listener will resubscribe", command, len(channels)
@@ -231,8 +242,8 @@ class TailHub:
                 subscription.push(_REREAD)
             return
         head, _, body = data.partition(b"\n")
-        first = int(head)
         try:
+            first = int(head)
             chunks = decode_chunks(body.split(b"\n"))
         except Exception:  # never trust a notification: re-read instead
             logger.exception("undecodable notification on %r", channel)
@@ -250,7 +261,7 @@ class TailHub:
             connection: Connection = await pool.get_connection()  # type: ignore[no-untyped-call]
             try:
                 if self._subscriptions:
-                    await connection.send_command("SUBSCRIBE", *self._subscriptions)
+                    await _write(connection, "SUBSCRIBE", *self._subscriptions)
             except BaseException:
                 await self._drop(connection)
                 raise
@@ -283,7 +294,6 @@ class TailHub:
                         raise RedisTimeoutError("the pub/sub connection went silent")
                     raise RedisConnectionError("the pub/sub connection closed")
                 health.reads += 1
-                heard()
                 try:
                     parser.feed(data)
                     reply = parser.gets()
@@ -292,6 +302,7 @@ class TailHub:
                         reply = parser.gets()
                 except hiredis.ProtocolError as exc:
                     raise RedisConnectionError(f"pub/sub protocol error: {exc}") from exc
+                heard()  # after the replies: one Redis refused is no sign of health
         finally:
             health.stop()
 

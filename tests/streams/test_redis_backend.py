@@ -172,6 +172,38 @@ async def test_a_silent_tail_connection_is_pinged_and_a_dead_one_replaced(
         await manager.aclose()
 
 
+async def test_subscribes_long_after_the_connect_keep_the_tail_connection(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hub writes its (un)subscribes straight to its socket: redis-py's send_command would
+    run the pool's health check on a connection it has not read from for a while, reading the
+    reply the hub's listener waits for, and the connection would be lost."""
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix, retry_timeout=10)
+    try:
+        first_writer = await manager.create_writer("one", "a")
+        first = await manager.create_resumable_reader("one")
+        assert first is not None
+        waiting_first = asyncio.ensure_future(first.__anext__())
+        await asyncio.sleep(0.3)
+        connection = manager._state().hub._connection
+        assert connection is not None
+        connection.health_check_interval, connection.next_health_check = 0.05, 0  # due now
+        before = _pubsub_ids(redis_client, manager)
+        second_writer = await manager.create_writer("two", "a")
+        second = await manager.create_resumable_reader("two")  # a SUBSCRIBE on that connection
+        assert second is not None
+        waiting_second = asyncio.ensure_future(second.__anext__())
+        await asyncio.sleep(0.3)
+        await first_writer.write(text("one"))
+        await second_writer.write(text("two"))
+        assert (await asyncio.wait_for(waiting_first, 5))[1] == 1
+        assert (await asyncio.wait_for(waiting_second, 5))[1] == 1
+        assert _pubsub_ids(redis_client, manager) == before
+        assert "lost its Redis connection" not in caplog.text
+    finally:
+        await manager.aclose()
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
