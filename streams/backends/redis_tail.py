@@ -153,9 +153,10 @@ class TailHub:
     read off its socket as they come, as many as one read brings, each parsed by hiredis and
     handed out on the spot. redis-py's ``PubSub`` reads one message per call, through its retry,
     timeout and dict-building layers: at thousands of notifications a second, that was a quarter
-    of a live stream's CPU. Health checks are the hub's own: after ``health_check_interval``
-    seconds of silence it sends a ``PING``, and a connection silent for another interval is taken
-    for dead and replaced (every reader then re-reads the store).
+    of a live stream's CPU. Health checks are the hub's own (:class:`_Health`): a check every
+    ``health_check_interval`` seconds sends a ``PING`` when nothing was read since the last one,
+    and takes the connection for dead and replaces it when the next finds no answer either
+    (every reader then re-reads the store).
     """
 
     #: Seconds of silence after which the connection is pinged (and after another, dropped).

@@ -116,15 +116,20 @@ async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
     return [sequence async for _, sequence in reader]
 
 
+async def tailing(manager: RedisStreamManager, stream_id: str) -> tuple[Any, asyncio.Future[Any]]:
+    """A writer of a new stream, and a reader's wait for its first chunk (the reader tails it)."""
+    writer = await manager.create_writer(stream_id, "a")
+    reader = await manager.create_resumable_reader(stream_id)
+    assert reader is not None
+    return writer, asyncio.ensure_future(reader.__anext__())
+
+
 async def test_an_idle_tail_outlives_the_socket_timeout(
     redis_url: str, key_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     manager = RedisStreamManager(redis_url, key_prefix=key_prefix, socket_timeout=0.5)
     try:
-        writer = await manager.create_writer("s", "a")
-        reader = await manager.create_resumable_reader("s")
-        assert reader is not None
-        waiting = asyncio.ensure_future(reader.__anext__())
+        writer, waiting = await tailing(manager, "s")
         await asyncio.sleep(1.5)  # three socket timeouts of silence
         await writer.write(text("late"))
         assert (await asyncio.wait_for(waiting, 5))[1] == 1
@@ -150,10 +155,7 @@ async def test_a_silent_tail_connection_is_pinged_and_a_dead_one_replaced(
     monkeypatch.setattr(TailHub, "health_check_interval", 0.2)
     manager = RedisStreamManager(redis_url, key_prefix=key_prefix, retry_timeout=10)
     try:
-        writer = await manager.create_writer("s", "a")
-        reader = await manager.create_resumable_reader("s")
-        assert reader is not None
-        waiting = asyncio.ensure_future(reader.__anext__())
+        writer, waiting = await tailing(manager, "s")
         await asyncio.sleep(0.3)
         first = _pubsub_ids(redis_client, manager)
         assert len(first) == 1
@@ -180,19 +182,13 @@ async def test_subscribes_long_after_the_connect_keep_the_tail_connection(
     reply the hub's listener waits for, and the connection would be lost."""
     manager = RedisStreamManager(redis_url, key_prefix=key_prefix, retry_timeout=10)
     try:
-        first_writer = await manager.create_writer("one", "a")
-        first = await manager.create_resumable_reader("one")
-        assert first is not None
-        waiting_first = asyncio.ensure_future(first.__anext__())
+        first_writer, waiting_first = await tailing(manager, "one")
         await asyncio.sleep(0.3)
         connection = manager._state().hub._connection
         assert connection is not None
         connection.health_check_interval, connection.next_health_check = 0.05, 0  # due now
         before = _pubsub_ids(redis_client, manager)
-        second_writer = await manager.create_writer("two", "a")
-        second = await manager.create_resumable_reader("two")  # a SUBSCRIBE on that connection
-        assert second is not None
-        waiting_second = asyncio.ensure_future(second.__anext__())
+        second_writer, waiting_second = await tailing(manager, "two")  # a SUBSCRIBE on that connection
         await asyncio.sleep(0.3)
         await first_writer.write(text("one"))
         await second_writer.write(text("two"))
