@@ -26,7 +26,7 @@ from chat.ai_sdk.state import InMemoryStateStore, RunInfo
 from chat.ai_sdk.transformer import StreamTransformer
 from streams.backends import InMemoryStreamManager, RedisStreamManager, StreamManager
 from streams.messages import StoredMessage, ToolCall
-from streams.protocol import Chunk, StoredChunk, TextDelta, Thinking, ToolEnd, ToolStart, dump_chunk
+from streams.protocol import Chunk, StoredChunk, TextDelta, Thinking, ToolEnd, ToolStart, dump_chunk, stored_chunks
 
 AGENT = "run-7f3a9c2e51d0"
 
@@ -54,7 +54,7 @@ def run_chunks(count: int) -> list[Chunk]:
 
 async def bench_transform(count: int) -> tuple[float, float, int]:
     chunks = run_chunks(count)
-    pairs = [StoredChunk(chunk, index + 1) for index, chunk in enumerate(chunks)]
+    pairs = stored_chunks(chunks, 1)
     wire = [dump_chunk(chunk) for chunk in chunks]
 
     def plain() -> float:

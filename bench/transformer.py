@@ -28,7 +28,7 @@ import msgspec
 from bench.bridge import run_chunks
 from chat.ai_sdk.sse import ui_message_stream
 from chat.ai_sdk.transformer import StreamTransformer
-from streams.protocol import StoredChunk
+from streams.protocol import StoredChunk, stored_chunks
 
 Page = list[StoredChunk]
 
@@ -80,7 +80,7 @@ async def baseline(events: list[list[tuple[int, Any]]]) -> float:
 
 
 async def measure(count: int, page_size: int, repeat: int) -> tuple[int, float, float, str]:
-    stored = [StoredChunk(chunk, index + 1) for index, chunk in enumerate(run_chunks(count))]
+    stored = stored_chunks(list(run_chunks(count)), 1)
     pages = pages_of(stored, page_size)
     events = wire_events(pages)
     total = sum(len(page) for page in events)

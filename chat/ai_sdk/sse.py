@@ -32,7 +32,6 @@ __all__ = [
 ]
 
 _json = msgspec.json.Encoder().encode
-_NONE = object()  # no agent's deltas are framed directly (None is no agent id either)
 
 AI_SDK_UI_HEADER = "X-AI-SDK-UI"
 """The request header by which an AI SDK UI client may announce itself..."""
@@ -119,27 +118,41 @@ async def ending_cleanly(body: AsyncIterable[bytes], logger: logging.Logger) -> 
 def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransformer) -> bytes:
     """The SSE events of a batch of ``(chunk, sequence)`` pairs, transformed by ``transformer``.
 
-    Most chunks of an answer are text deltas on its open text block: once the transformer says
-    a delta only appends to that block (:meth:`~StreamTransformer.open_text_block`), the next
-    deltas of the same agent are framed directly, without building their event, until any other
-    chunk goes through the transformer. The bytes are encode_event's."""
+    Most chunks of an answer are text deltas on its open text block. Once the transformer says a
+    delta only appends to that block (:meth:`~StreamTransformer.open_text_block`), the run of
+    deltas of the same agent that follows it is framed directly, without building an event per
+    delta: when no delta of the run needs a JSON escape (one encode of their joined text says so),
+    as one string, each delta between quotes as it is. The bytes are encode_event's."""
+    pairs = batch if type(batch) is list else list(batch)
     parts: list[bytes] = []
-    append, transform = parts.append, transformer.transform
-    agent: object = _NONE  # the agent whose deltas append to the open block...
-    head = b""  # ...and their framing
-    for chunk, sequence in batch:
-        if type(chunk) is TextDelta and chunk.delta:
-            if chunk.agent_id != agent:
-                block = transformer.open_text_block(chunk)
-                if block is not None:
-                    agent, head = chunk.agent_id, b'\ndata: {"type":"text-delta","id":%s,"delta":' % _json(block)
-            if chunk.agent_id == agent:
-                append(b"id: %d%s%s}\n\n" % (sequence, head, _json(chunk.delta)))
-                continue
-        agent = _NONE
-        for event in transform(chunk)[0]:
-            append(encode_event(event, id=sequence))
+    transform = transformer.transform
+    index, end = 0, len(pairs)
+    while index < end:
+        chunk, sequence = pairs[index]
+        block = transformer.open_text_block(chunk) if type(chunk) is TextDelta else None
+        if block is None:
+            parts += [encode_event(event, id=sequence) for event in transform(chunk)[0]]
+            index += 1
+            continue
+        agent, stop = chunk.agent_id, index + 1
+        while stop < end:
+            following = pairs[stop][0]
+            if type(following) is not TextDelta or following.agent_id != agent or not following.delta:
+                break
+            stop += 1
+        parts.append(_frame_deltas(pairs[index:stop], _json(block).decode()))
+        index = stop
     return b"".join(parts)
+
+
+def _frame_deltas(run: list[tuple[Any, int]], block: str) -> bytes:
+    """``text-delta`` events on ``block`` (its id as JSON) for a run of text deltas."""
+    head = '\ndata: {"type":"text-delta","id":' + block + ',"delta":'
+    text = "".join([chunk.delta for chunk, _ in run])
+    if len(_json(text)) == len(text.encode()) + 2:  # nothing to escape: each delta as it is
+        return "".join([f'id: {sequence}{head}"{chunk.delta}"}}\n\n' for chunk, sequence in run]).encode()
+    encoded_head = head.encode()
+    return b"".join([b"id: %d%s%s}\n\n" % (sequence, encoded_head, _json(chunk.delta)) for chunk, sequence in run])
 
 
 def _is_pair(item: Any) -> bool:

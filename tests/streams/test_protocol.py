@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from streams.protocol import (
     dump_chunk,
     encode_chunk,
     parse_chunk,
+    stored_chunks,
 )
 
 BASE = {"agentId": "run-1", "agentType": "assistant", "timestamp": 1702329600000}
@@ -265,11 +267,16 @@ def test_end_sentinel_and_wire_events() -> None:
     assert decoded == event
 
 
-def test_stored_chunk_unpacks() -> None:
-    chunk = parse_chunk(wire("text_delta"))
-    stored = StoredChunk(chunk, 3)
-    got_chunk, sequence = stored
-    assert got_chunk is chunk and sequence == 3 and stored.sequence == 3
+def test_stored_chunks_are_plain_pairs_the_collector_lets_go() -> None:
+    chunks = [parse_chunk(wire("text_delta")), parse_chunk(wire("state_patch"))]
+    pairs: list[StoredChunk] = stored_chunks(chunks, 7)
+    assert pairs == [(chunks[0], 7), (chunks[1], 8)]
+    assert stored_chunks(chunks[:1], 3) == [(chunks[0], 3)]
+    # Plain tuples of untracked chunks: a collection stops tracking them, so the tens of thousands
+    # a replay holds are not walked by every later one.
+    assert all(type(pair) is tuple for pair in pairs)
+    gc.collect()
+    assert not any(gc.is_tracked(pair) for pair in pairs)
 
 
 def test_error_chunk_fields() -> None:

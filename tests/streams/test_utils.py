@@ -46,7 +46,7 @@ async def test_filters() -> None:
 
 
 async def test_filters_keep_sequences_of_stored_chunks() -> None:
-    stored = [StoredChunk(chunk, i + 1) for i, chunk in enumerate(ALL)]
+    stored: list[StoredChunk] = [(chunk, i + 1) for i, chunk in enumerate(ALL)]
     assert await collect_all(filter_by_agent_id(source(stored), "b")) == [(B1, 2), (B2, 4)]
     assert await collect_text(source(stored)) == "Hello"
 
