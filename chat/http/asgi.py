@@ -30,7 +30,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse
 from django.http.response import HttpResponseBase
-from django.urls import Resolver404, ResolverMatch, resolve
+from django.urls import Resolver404, ResolverMatch, get_resolver, resolve
 from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
@@ -142,6 +142,9 @@ class StreamRouter:
 
     def __init__(self, django_app: Any) -> None:
         self.django_app = django_app
+        # Import the URLconf (and the views behind it) now, at startup, not in the first request:
+        # after a restart that is the first of a storm of reconnecting streams, all waiting on it.
+        get_resolver().url_patterns  # noqa: B018
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.urls import clear_url_caches, get_resolver
 from rest_framework.authtoken.models import Token
 
 from chat.http.asgi import StreamRouter
@@ -50,6 +51,16 @@ def body(*parts: bytes) -> Any:
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
     return receive
+
+
+def test_the_urlconf_is_imported_when_the_router_is_built(settings: Any) -> None:
+    """At startup, not in the first request: after a restart, that one heads a storm of
+    reconnecting streams that would all wait for the import."""
+    settings.ROOT_URLCONF = "tests.chat.http.assistant_urls"
+    clear_url_caches()
+    assert "url_patterns" not in vars(get_resolver())
+    StreamRouter(None)
+    assert "url_patterns" in vars(get_resolver())
 
 
 async def test_other_requests_go_to_django() -> None:
