@@ -130,7 +130,7 @@ class RedisStreamManager(StreamManager):
             state = _LoopState(
                 client=client,
                 hub=TailHub(client, retry_timeout=self.retry_timeout),
-                reads=PageReads(client, shared_up_to=self.page_size),
+                reads=PageReads(client, shared_up_to=self.page_size, timeout=self.socket_timeout),
                 ensure=client.register_script(redis_scripts.ENSURE),
                 append=client.register_script(redis_scripts.append_script(self._ms(self.active_ttl), self.max_length)),
                 transition=client.register_script(redis_scripts.TRANSITION),

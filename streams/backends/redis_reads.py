@@ -9,16 +9,26 @@ current loop iteration to end; every read asked for by then goes out in one ``MU
 :attr:`PageReads.max_batch`, a few batches in flight), and each caller gets its own two replies or
 its own error. A lone read pays one extra loop iteration. The commands are the same, so every
 reader still sees its status and chunks from one instant (the whole batch's, in fact).
+
+A transaction is written to a pooled connection's socket and its replies are read off it and
+parsed by hiredis here, as the live tail does (:mod:`streams.backends.redis_tail`): redis-py's
+pipeline spends most of a page read's CPU on each command and reply in Python (a task and a timer
+per write, retry, observability and callback layers), and the replies need nothing but parsing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ExecAbortError
+import hiredis
+from redis._parsers.base import BaseParser
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ExecAbortError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -44,9 +54,13 @@ class PageReads:
     #: Transactions in flight at once (the pool's other connections stay free for writes).
     max_in_flight = 2
 
-    def __init__(self, client: Redis, *, shared_up_to: int) -> None:
+    #: Bytes asked of the socket per read.
+    read_size = 64 * 1024
+
+    def __init__(self, client: Redis, *, shared_up_to: int, timeout: float) -> None:
         self._client = client
         self._shared_up_to = shared_up_to
+        self._timeout = timeout  # for a whole transaction, written and read
         self._pending: list[_Read] = []
         self._sending = 0  # senders that will still look at _pending
         self._tasks: set[asyncio.Task[None]] = set()  # held until done
@@ -88,17 +102,17 @@ class PageReads:
             self._sending -= 1
 
     async def _transaction(self, batch: list[_Read]) -> None:
-        pipe = self._client.pipeline(transaction=True)
+        commands: list[tuple[Any, ...]] = [("MULTI",)]
         for read in batch:
-            pipe.hmget(read.meta_key, _STATUS_FIELDS)
-            pipe.xrange(read.chunks_key, f"{read.after + 1}-0", "+", count=read.limit)
+            commands.append(("HMGET", read.meta_key, *_STATUS_FIELDS))
+            commands.append(("XRANGE", read.chunks_key, f"{read.after + 1}-0", "+", "COUNT", read.limit))
+        commands.append(("EXEC",))
         try:
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            replies = _executed(await self._exchange(commands))
         except Exception as exc:
             aborted = isinstance(exc, ExecAbortError) or isinstance(exc.__cause__, ExecAbortError)
             if aborted and len(batch) > 1:
-                # Redis would not even queue one of the reads (an ACL, say; redis-py raises that
-                # read's error): each on its own.
+                # Redis would not even queue one of the reads (an ACL, say): each on its own.
                 for read in batch:
                     await self._transaction([read])
                 return
@@ -119,3 +133,63 @@ class PageReads:
                 read.future.set_exception(failed)
             else:
                 read.future.set_result((status, entries))
+
+    async def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """The replies to ``commands``, written at once on a connection of the pool and read off
+        its socket (error replies as :class:`~redis.exceptions.ResponseError` objects). A
+        connection that failed, or was left with a reply half read, is closed before it goes
+        back to the pool."""
+        pool = self._client.connection_pool
+        connection: Any = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            writer, socket = connection._writer, connection._reader
+            if writer is None or socket is None or writer.is_closing():
+                raise RedisConnectionError("the connection closed")
+            parser = hiredis.Reader(replyError=ResponseError)
+            replies: list[Any] = []
+            try:
+                async with asyncio.timeout(self._timeout):
+                    writer.writelines(connection.pack_commands(commands))
+                    await writer.drain()
+                    while len(replies) < len(commands):
+                        data = await socket.read(self.read_size)
+                        if not data:
+                            raise RedisConnectionError("Redis closed the connection")
+                        parser.feed(data)
+                        reply = parser.gets()
+                        while reply is not False:
+                            replies.append(reply)
+                            reply = parser.gets()
+            except TimeoutError:
+                raise RedisTimeoutError(f"no reply from Redis in {self._timeout} s") from None
+            except hiredis.ProtocolError as exc:
+                raise RedisConnectionError(f"protocol error: {exc}") from exc
+            return replies
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await connection.disconnect()
+            raise
+        finally:
+            await pool.release(connection)
+
+
+def _typed(reply: Any) -> Any:
+    """An error reply as the exception class redis-py gives it (``NOPERM`` a NoPermissionError…)."""
+    return BaseParser.parse_error(str(reply)) if isinstance(reply, ResponseError) else reply  # type: ignore[no-untyped-call]
+
+
+def _executed(replies: list[Any]) -> list[Any]:
+    """The replies of the commands between ``MULTI`` and ``EXEC``, from the replies of all, errors
+    typed as redis-py types them; a transaction Redis discarded raises the error of the command it
+    refused to queue, as redis-py does."""
+    replies = [_typed(reply) for reply in replies]
+    result = replies[-1]
+    if isinstance(result, ExecAbortError):
+        refused = next((r for r in replies[1:-1] if isinstance(r, ResponseError)), None)
+        if refused is not None:
+            raise refused from result
+    if isinstance(result, ResponseError):
+        raise result
+    if isinstance(replies[0], ResponseError):
+        raise replies[0]
+    return [_typed(reply) for reply in result]

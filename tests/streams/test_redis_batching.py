@@ -5,7 +5,6 @@ stream's page, or its own error."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ import redis
 from redis.exceptions import NoPermissionError, ResponseError
 
 from streams.backends import RedisStreamManager
+from streams.exceptions import StreamUnavailableError
 from streams.protocol import TextDelta
 from tests.streams.helpers import texts
 
@@ -134,21 +134,14 @@ async def test_a_read_asked_for_as_the_last_transactions_end_is_still_sent(redis
         for stream_id in ("a", "b"):
             await manager.create_writer(stream_id, "w")
         reads = manager._state().reads
-        client, release = reads._client, asyncio.Event()
+        exchange, release = reads._exchange, asyncio.Event()
 
-        def held_pipeline(*args: Any, **kwargs: Any) -> Any:
-            pipe = client.pipeline(*args, **kwargs)
-            execute = pipe.execute
+        async def exchange_then_wait(commands: list[tuple[Any, ...]]) -> list[Any]:
+            replies = await exchange(commands)  # Redis answered...
+            await release.wait()  # ...and both transactions end together
+            return replies
 
-            async def execute_then_wait(*args: Any, **kwargs: Any) -> Any:
-                replies = await execute(*args, **kwargs)  # Redis answered...
-                await release.wait()  # ...and both transactions end together
-                return replies
-
-            pipe.execute = execute_then_wait  # type: ignore[method-assign]
-            return pipe
-
-        reads._client = SimpleNamespace(pipeline=held_pipeline)  # type: ignore[assignment]
+        reads._exchange = exchange_then_wait  # type: ignore[method-assign]
 
         async def twice(stream_id: str) -> int:
             await manager.first_page(stream_id, 0)
@@ -160,7 +153,7 @@ async def test_a_read_asked_for_as_the_last_transactions_end_is_still_sent(redis
         await asyncio.sleep(0.2)  # its transaction is in flight, held
         second = asyncio.ensure_future(manager.first_page("b", 0))  # a second transaction beside it
         await asyncio.sleep(0.2)
-        reads._client = client  # the reads asked for next go out as usual
+        reads._exchange = exchange  # type: ignore[method-assign]  # the reads asked for next go out as usual
         release.set()
         assert await asyncio.wait_for(first, 5) == 0
         page = await second
@@ -222,5 +215,27 @@ async def test_a_reader_that_leaves_in_the_middle_of_a_long_read_keeps_its_conne
         assert connections() == before  # the same connections: none dropped, none opened
         chunks = await manager.get_chunks_from_sequence("long", 19_990)
         assert [sequence for _, sequence in chunks] == list(range(19_991, 20_001))
+    finally:
+        await manager.aclose()
+
+
+async def test_a_read_redis_does_not_answer_in_time_fails_and_leaves_no_late_reply_behind(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str
+) -> None:
+    """Page reads are written to a pooled connection's socket and read off it by the store: a
+    read Redis does not answer within the socket timeout fails as unreachable, and the connection
+    it waited on is closed, not given back to the pool with the late reply still to come (the
+    next read on it would take that reply for its own)."""
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix, socket_timeout=0.2)
+    try:
+        writer = await manager.create_writer("s", "a")
+        await writer.write_many(texts(3))
+        redis_client.client_pause(2500)  # Redis answers no one for a while
+        with pytest.raises(StreamUnavailableError):
+            await manager.first_page("s", 0)
+        await asyncio.sleep(2.6)  # the paused replies are sent now, to whoever still listens
+        for after, sequences in ((1, [2, 3]), (2, [3]), (0, [1, 2, 3])):
+            page = await manager.first_page("s", after)
+            assert page is not None and [sequence for _, sequence in page.chunks] == sequences
     finally:
         await manager.aclose()
