@@ -37,6 +37,7 @@ from streams.backends.readers import ResumableStreamReader, Subscription
 from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
 from streams.backends.redis_reads import PageReads
 from streams.backends.redis_tail import TailHub, TailSubscription
+from streams.backends.redis_wire import exchange, typed
 from streams.backoff import Backoff, retry
 from streams.exceptions import (
     StreamClosedError,
@@ -247,10 +248,14 @@ class RedisStreamManager(StreamManager):
         state = self._state()
 
         async def read() -> list[Any]:
-            pipe = state.client.pipeline(transaction=False)
-            for stream_id in stream_ids:
-                pipe.hmget(self._keys(stream_id)[1], ("status", "seq"))
-            return await pipe.execute()  # type: ignore[no-any-return]
+            commands = [("HMGET", self._keys(stream_id)[1], "status", "seq") for stream_id in stream_ids]
+            replies = [
+                typed(reply) for reply in await exchange(state.client.connection_pool, commands, self.socket_timeout)
+            ]
+            for reply in replies:
+                if isinstance(reply, ResponseError):
+                    raise reply
+            return replies
 
         rows = await self._call(stream_ids[0] if stream_ids else "", read)
         return {

@@ -10,25 +10,20 @@ current loop iteration to end; every read asked for by then goes out in one ``MU
 its own error. A lone read pays one extra loop iteration. The commands are the same, so every
 reader still sees its status and chunks from one instant (the whole batch's, in fact).
 
-A transaction is written to a pooled connection's socket and its replies are read off it and
-parsed by hiredis here, as the live tail does (:mod:`streams.backends.redis_tail`): redis-py's
-pipeline spends most of a page read's CPU on each command and reply in Python (a task and a timer
-per write, retry, observability and callback layers), and the replies need nothing but parsing.
+A transaction goes out through :func:`~streams.backends.redis_wire.exchange`, not redis-py's
+pipeline, which spent most of a page read's CPU on each command and reply in Python.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-import hiredis
-from redis._parsers.base import BaseParser
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ExecAbortError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from streams.backends.redis_wire import exchange, typed
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -53,9 +48,6 @@ class PageReads:
     max_batch = 64
     #: Transactions in flight at once (the pool's other connections stay free for writes).
     max_in_flight = 2
-
-    #: Bytes asked of the socket per read.
-    read_size = 64 * 1024
 
     def __init__(self, client: Redis, *, shared_up_to: int, timeout: float) -> None:
         self._client = client
@@ -108,7 +100,7 @@ class PageReads:
             commands.append(("XRANGE", read.chunks_key, f"{read.after + 1}-0", "+", "COUNT", read.limit))
         commands.append(("EXEC",))
         try:
-            replies = _executed(await self._exchange(commands))
+            replies = _executed(await exchange(self._client.connection_pool, commands, self._timeout))
         except Exception as exc:
             aborted = isinstance(exc, ExecAbortError) or isinstance(exc.__cause__, ExecAbortError)
             if aborted and len(batch) > 1:
@@ -134,55 +126,12 @@ class PageReads:
             else:
                 read.future.set_result((status, entries))
 
-    async def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """The replies to ``commands``, written at once on a connection of the pool and read off
-        its socket (error replies as :class:`~redis.exceptions.ResponseError` objects). A
-        connection that failed, or was left with a reply half read, is closed before it goes
-        back to the pool."""
-        pool = self._client.connection_pool
-        connection: Any = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            writer, socket = connection._writer, connection._reader
-            if writer is None or socket is None or writer.is_closing():
-                raise RedisConnectionError("the connection closed")
-            parser = hiredis.Reader(replyError=ResponseError)
-            replies: list[Any] = []
-            try:
-                async with asyncio.timeout(self._timeout):
-                    writer.writelines(connection.pack_commands(commands))
-                    await writer.drain()
-                    while len(replies) < len(commands):
-                        data = await socket.read(self.read_size)
-                        if not data:
-                            raise RedisConnectionError("Redis closed the connection")
-                        parser.feed(data)
-                        reply = parser.gets()
-                        while reply is not False:
-                            replies.append(reply)
-                            reply = parser.gets()
-            except TimeoutError:
-                raise RedisTimeoutError(f"no reply from Redis in {self._timeout} s") from None
-            except hiredis.ProtocolError as exc:
-                raise RedisConnectionError(f"protocol error: {exc}") from exc
-            return replies
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await connection.disconnect()
-            raise
-        finally:
-            await pool.release(connection)
-
-
-def _typed(reply: Any) -> Any:
-    """An error reply as the exception class redis-py gives it (``NOPERM`` a NoPermissionError…)."""
-    return BaseParser.parse_error(str(reply)) if isinstance(reply, ResponseError) else reply  # type: ignore[no-untyped-call]
-
 
 def _executed(replies: list[Any]) -> list[Any]:
     """The replies of the commands between ``MULTI`` and ``EXEC``, from the replies of all, errors
     typed as redis-py types them; a transaction Redis discarded raises the error of the command it
     refused to queue, as redis-py does."""
-    replies = [_typed(reply) for reply in replies]
+    replies = [typed(reply) for reply in replies]
     result = replies[-1]
     if isinstance(result, ExecAbortError):
         refused = next((r for r in replies[1:-1] if isinstance(r, ResponseError)), None)
@@ -192,4 +141,4 @@ def _executed(replies: list[Any]) -> list[Any]:
         raise result
     if isinstance(replies[0], ResponseError):
         raise replies[0]
-    return [_typed(reply) for reply in result]
+    return [typed(reply) for reply in result]

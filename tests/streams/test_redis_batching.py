@@ -11,7 +11,7 @@ import pytest
 import redis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from streams.backends import RedisStreamManager
+from streams.backends import RedisStreamManager, redis_wire
 from streams.exceptions import StreamUnavailableError
 from streams.protocol import TextDelta
 from tests.streams.helpers import texts
@@ -126,22 +126,23 @@ async def _sequences(reader) -> list[int]:  # type: ignore[no-untyped-def]
     return [sequence async for _, sequence in reader]
 
 
-async def test_a_read_asked_for_as_the_last_transactions_end_is_still_sent(redis_url: str, key_prefix: str) -> None:
+async def test_a_read_asked_for_as_the_last_transactions_end_is_still_sent(
+    redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two transactions in flight end in the same loop iteration and a caller reads again at once
     (a resume reads twice): that read must go out (it once waited for a read that never came)."""
     manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
     try:
         for stream_id in ("a", "b"):
             await manager.create_writer(stream_id, "w")
-        reads = manager._state().reads
-        exchange, release = reads._exchange, asyncio.Event()
+        exchange, release = redis_wire.exchange, asyncio.Event()
 
-        async def exchange_then_wait(commands: list[tuple[Any, ...]]) -> list[Any]:
-            replies = await exchange(commands)  # Redis answered...
+        async def exchange_then_wait(*args: Any) -> list[Any]:
+            replies = await exchange(*args)  # Redis answered...
             await release.wait()  # ...and both transactions end together
             return replies
 
-        reads._exchange = exchange_then_wait  # type: ignore[method-assign]
+        monkeypatch.setattr("streams.backends.redis_reads.exchange", exchange_then_wait)
 
         async def twice(stream_id: str) -> int:
             await manager.first_page(stream_id, 0)
@@ -153,7 +154,9 @@ async def test_a_read_asked_for_as_the_last_transactions_end_is_still_sent(redis
         await asyncio.sleep(0.2)  # its transaction is in flight, held
         second = asyncio.ensure_future(manager.first_page("b", 0))  # a second transaction beside it
         await asyncio.sleep(0.2)
-        reads._exchange = exchange  # type: ignore[method-assign]  # the reads asked for next go out as usual
+        monkeypatch.setattr(
+            "streams.backends.redis_reads.exchange", exchange
+        )  # the reads asked for next go out as usual
         release.set()
         assert await asyncio.wait_for(first, 5) == 0
         page = await second
