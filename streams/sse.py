@@ -16,6 +16,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any
 
 import msgspec
+from django.utils.datastructures import CaseInsensitiveMapping
 
 from streams.backends.readers import ResumableStreamReader
 from streams.exceptions import ResumePositionError
@@ -104,7 +105,7 @@ def _headers_of(source: Any) -> Mapping[str, Any] | None:
 
 def _lookup(headers: Mapping[str, Any], name: str) -> Any:
     value = headers.get(name)
-    if value is not None:
+    if value is not None or isinstance(headers, CaseInsensitiveMapping):  # a request's headers
         return value
     lowered = name.lower()
     for key, candidate in headers.items():

@@ -172,6 +172,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self._buffer: deque[StoredChunk] = deque()
         self._finished = False
         self._subscription: Subscription | None = None
+        self._watchdog: _Watchdog | None = None  # the one watching it, once subscribed
         self._heard_at = 0.0  # when its subscription last woke it (the watchdog nudges the silent)
         self._keep_alive: float | None = None  # seconds idle before batches() yields []
         self._keep_alive_due = False
@@ -285,7 +286,8 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                 self._subscription = self.manager._subscribe(self)
                 await self._subscription.ready()
                 self._heard_at = time.monotonic()
-                _watchdog().watch(self)
+                self._watchdog = _watchdog()
+                self._watchdog.watch(self)
                 self._need_read = True
                 continue
             if self._keep_alive_due:
@@ -322,8 +324,9 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
             if ahead.done() and not ahead.cancelled():
                 ahead.exception()  # retrieved: a failed read of a reader closed anyway is no news
             ahead.cancel()
-        for watchdog in _watchdogs.values():
-            watchdog.readers.discard(self)
+        if self._watchdog is not None:
+            self._watchdog.readers.discard(self)
+            self._watchdog = None
         if self._subscription is not None:
             self._subscription.close()
             self._subscription = None

@@ -22,7 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["exchange", "typed"]
+__all__ = ["exchange", "pack", "typed"]
 
 #: Bytes asked of the socket per read.
 READ_SIZE = 64 * 1024
@@ -43,7 +43,7 @@ async def exchange(pool: Any, commands: list[tuple[Any, ...]], timeout: float) -
         replies: list[Any] = []
         try:
             async with asyncio.timeout(timeout):
-                writer.writelines(connection.pack_commands(commands))
+                writer.write(pack(commands))
                 await writer.drain()
                 while len(replies) < len(commands):
                     data = await socket.read(READ_SIZE)
@@ -65,6 +65,24 @@ async def exchange(pool: Any, commands: list[tuple[Any, ...]], timeout: float) -
         raise
     finally:
         await pool.release(connection)
+
+
+def pack(commands: list[tuple[Any, ...]]) -> bytes:
+    """``commands`` in RESP, as one buffer; arguments are ``bytes``, ``str`` (UTF-8) or ``int``
+    (redis-py's packer, built for every type it accepts, took a tenth of a storm's CPU)."""
+    parts: list[bytes] = []
+    append = parts.append
+    for command in commands:
+        append(b"*%d\r\n" % len(command))
+        for argument in command:
+            if isinstance(argument, str):
+                argument = argument.encode()
+            elif type(argument) is int:
+                argument = b"%d" % argument
+            elif not isinstance(argument, bytes):
+                raise TypeError(f"cannot send a {type(argument).__name__} to Redis")
+            append(b"$%d\r\n%s\r\n" % (len(argument), argument))
+    return b"".join(parts)
 
 
 def typed(reply: Any) -> Any:
