@@ -253,7 +253,7 @@ class RedisStreamManager(StreamManager):
                 typed(reply) for reply in await exchange(state.client.connection_pool, commands, self.socket_timeout)
             ]
             for reply in replies:
-                if isinstance(reply, ResponseError):
+                if isinstance(reply, Exception):  # LOADING (Redis restarting) is a ConnectionError
                     raise reply
             return replies
 

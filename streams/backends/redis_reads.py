@@ -21,7 +21,8 @@ import copy
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ExecAbortError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ExecAbortError
 
 from streams.backends.redis_wire import exchange, typed
 
@@ -129,16 +130,20 @@ class PageReads:
 
 def _executed(replies: list[Any]) -> list[Any]:
     """The replies of the commands between ``MULTI`` and ``EXEC``, from the replies of all, errors
-    typed as redis-py types them; a transaction Redis discarded raises the error of the command it
-    refused to queue, as redis-py does."""
+    typed as redis-py types them. As redis-py does: a reply that says Redis is not ready (``LOADING``
+    after a restart, a ConnectionError) is raised as it is, for the store to retry; a transaction
+    Redis discarded raises the error of the command it refused to queue."""
     replies = [typed(reply) for reply in replies]
+    for reply in replies:
+        if isinstance(reply, RedisConnectionError):
+            raise reply
     result = replies[-1]
     if isinstance(result, ExecAbortError):
-        refused = next((r for r in replies[1:-1] if isinstance(r, ResponseError)), None)
+        refused = next((reply for reply in replies[1:-1] if isinstance(reply, Exception)), None)
         if refused is not None:
             raise refused from result
-    if isinstance(result, ResponseError):
+    if isinstance(result, Exception):
         raise result
-    if isinstance(replies[0], ResponseError):
+    if isinstance(replies[0], Exception):
         raise replies[0]
     return [typed(reply) for reply in result]

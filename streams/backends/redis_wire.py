@@ -34,6 +34,7 @@ async def exchange(pool: Any, commands: list[tuple[Any, ...]], timeout: float) -
     objects; :func:`typed` gives them redis-py's classes). A connection that failed, or was left
     with a reply half read (a timeout, a cancelled caller), is closed before it goes back to the
     pool: a late reply is never read by the next command on it."""
+    packed = pack(commands)  # a command that cannot be sent fails before a connection is taken
     connection: Any = await pool.get_connection()
     try:
         writer, socket = connection._writer, connection._reader
@@ -43,7 +44,7 @@ async def exchange(pool: Any, commands: list[tuple[Any, ...]], timeout: float) -
         replies: list[Any] = []
         try:
             async with asyncio.timeout(timeout):
-                writer.write(pack(commands))
+                writer.write(packed)
                 await writer.drain()
                 while len(replies) < len(commands):
                     data = await socket.read(READ_SIZE)
@@ -52,12 +53,15 @@ async def exchange(pool: Any, commands: list[tuple[Any, ...]], timeout: float) -
                     parser.feed(data)
                     reply = parser.gets()
                     while reply is not False:
-                        replies.append(reply)
+                        if type(reply) is not hiredis.PushNotification:  # RESP3 pushes answer nothing
+                            replies.append(reply)
                         reply = parser.gets()
         except TimeoutError:
             raise RedisTimeoutError(f"no reply from Redis in {timeout} s") from None
         except hiredis.ProtocolError as exc:
             raise RedisConnectionError(f"protocol error: {exc}") from exc
+        if parser.has_data():  # more than the replies (the start of a push): not for the next command
+            await connection.disconnect()
         return replies
     except BaseException:
         with contextlib.suppress(Exception):
@@ -86,8 +90,9 @@ def pack(commands: list[tuple[Any, ...]]) -> bytes:
 
 
 def typed(reply: Any) -> Any:
-    """An error reply as the exception class redis-py gives it (``NOPERM`` a NoPermissionError…);
-    any other reply as it is."""
+    """An error reply as the exception class redis-py gives it (``NOPERM`` a NoPermissionError,
+    ``LOADING`` a BusyLoadingError, which is a ConnectionError: Redis is not ready yet); any other
+    reply as it is."""
     if isinstance(reply, ResponseError):
         return BaseParser.parse_error(str(reply))  # type: ignore[no-untyped-call]
     return reply
