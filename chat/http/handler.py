@@ -26,6 +26,7 @@ from chat.exceptions import MethodNotAllowedError, OverrideNotAllowedError
 from chat.http.continuations import continued_run
 from chat.http.double_texting import DoubleTexting, existing_message_id
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
+from chat.http.read_ahead import PageAhead
 from chat.http.responses import HandlerResponse, error_response, opened
 from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.approvals import ToolAnswer
@@ -234,21 +235,35 @@ class FrontendHandler:
 
     # -- GET: resume the current run -------------------------------------------------------------
 
+    def read_ahead(self, session_id: str, position: int) -> PageAhead:
+        """Start reading the first page a resume of ``session_id`` from ``position`` needs, for
+        :meth:`handle_resume` (``ahead=``) once the caller is known to own the session."""
+        return PageAhead(self.streams, session_id, position)
+
     async def handle_resume(
-        self, session_id: str, headers: Mapping[str, Any] | Any, *, run: RunInfo | _Unread | None = UNREAD
+        self,
+        session_id: str,
+        headers: Mapping[str, Any] | Any,
+        *,
+        run: RunInfo | _Unread | None = UNREAD,
+        ahead: PageAhead | None = None,
     ) -> HandlerResponse:
         """Stream the session's current run from the client's position: 200 with what the client
         lacks (the rest of the run, and its end when it ended), 204 when it has everything (or
         there is nothing), 410 when the run failed, and a typed 400 for a position past the end
         of the stream, which this server never sent. ``run``: the session's current run when the
         caller has read it already (in the hop that checked the session's owner), else it is read
-        here."""
+        here. ``ahead``: the first page from the client's position, read while the caller was
+        checked (:meth:`read_ahead`); used when the run starts at or before that position."""
         try:
             position = extract_resume_position(headers)
             if isinstance(run, _Unread):
                 run = await self.store.get_current_run(session_id)
             # The stream's state and the reader's first page in one round trip.
-            page = await self.streams.first_page(session_id, resume_position(run, position))
+            start = resume_position(run, position)
+            page = await ahead.take(session_id, start) if ahead is not None else None
+            if page is None:
+                page = await self.streams.first_page(session_id, start)
             if page is None:
                 return HandlerResponse(204)
             if position is not None and position > page.latest_sequence:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from rest_framework import generics, pagination, serializers
 from rest_framework.request import Request
@@ -26,16 +27,17 @@ from chat.http.access import caller_of, owner_access, session_access
 from chat.http.open_streams import admit, caller_key, counted
 from chat.http.parsing import decode_json_body
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
+from chat.http.read_ahead import PageAhead
 from chat.http.responses import HandlerResponse
 from chat.models import ChatSession
 from chat.services import get_handler
-from chat.session_ids import body_session_id, new_session_id
+from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.cascade import delete_session
 from chat.state.db import db
 from chat.state.reads import current_run_and_owner
 from chat.state.store import DjangoStateStore
 from streams.conf import helix_settings
-from streams.exceptions import ValidationError
+from streams.exceptions import HelixError, ValidationError
 from streams.sse import extract_resume_position
 
 __all__ = [
@@ -80,10 +82,35 @@ def _json_body(request: Request) -> Any:
     return decode_json_body(raw)
 
 
+def _read_ahead(request: HttpRequest, session_id: str | None) -> PageAhead | None:
+    """The first page of a resume read ahead (:mod:`chat.http.read_ahead`): for a GET that names
+    its position and carries credentials; ``None`` for any other request."""
+    if session_id is None or request.method != "GET":
+        return None
+    if "HTTP_AUTHORIZATION" not in request.META and settings.SESSION_COOKIE_NAME not in request.COOKIES:
+        return None
+    try:
+        position = extract_resume_position(request)
+        session_id = canonical_session_id(session_id)
+    except HelixError:  # the view answers it with its typed error
+        return None
+    return None if position is None else get_handler().read_ahead(session_id, position)
+
+
 class _ResumeMixin(HelixAPIView):
     #: GETs of this view are served by the ASGI route (:mod:`chat.http.asgi`), thread-free.
     stream_route = True
     latest_run: RunInfo | None = None
+    ahead: PageAhead | None = None
+
+    async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
+        # The stream's first page is read while the pipeline's database hop runs.
+        self.ahead = _read_ahead(request, kwargs.get("session_id"))
+        try:
+            return await super().dispatch(request, *args, **kwargs)
+        finally:
+            if self.ahead is not None:
+                self.ahead.cancel()  # a refused request, or a page no one took
 
     def session_access(self, request: Request, session_id: str) -> bool:
         if request.method != "GET":
@@ -105,7 +132,8 @@ class _ResumeMixin(HelixAPIView):
             return HttpResponse(status=204)
         key = caller_key(self.caller)
         admit(key)
-        return to_django(await get_handler().handle_resume(session_id, request, run=self.latest_run), key)
+        response = await get_handler().handle_resume(session_id, request, run=self.latest_run, ahead=self.ahead)
+        return to_django(response, key)
 
 
 async def _post_chat(view: HelixAPIView, request: Request, session_id: str | None) -> HttpResponseBase:
