@@ -55,7 +55,15 @@ _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 def _classes(setting: Any, default: Sequence[Any]) -> list[Any]:
     names = default if setting is None else setting
-    return [import_string(name) if isinstance(name, str) else name for name in names]
+    key = tuple(names)
+    classes = _imported.get(key)
+    if classes is None:
+        classes = _imported[key] = [import_string(name) if isinstance(name, str) else name for name in names]
+    return classes
+
+
+#: The classes of each list of dotted paths the settings name, imported once: every request asks.
+_imported: dict[tuple[Any, ...], list[Any]] = {}
 
 
 def error_json(error: HelixError, headers: dict[str, str] | None = None) -> JsonResponse:
@@ -204,6 +212,13 @@ class HelixAPIView(HelixAccessMixin, APIView):
         except Exception as exc:
             response = self.handle_exception(exc)
         return self.finalize_response(drf_request, response, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # These views answer with Django responses (JSON, or a stream), never with a DRF Response
+        # for a renderer to render, so the Accept header is not parsed (a fifth of the
+        # pipeline's CPU in a reconnect storm): the accepted renderer is the first.
+        renderer = self.get_renderers()[0]
+        return renderer, renderer.media_type
 
     async def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
         raise exceptions.MethodNotAllowed("OPTIONS")
