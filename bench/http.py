@@ -38,6 +38,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from bench import fanout
 from bench.http_client import SSEConnection
@@ -370,8 +371,46 @@ def post_phase(token: str, ports: dict[str, int]) -> list[Row]:
 # -- the run -------------------------------------------------------------------------------------
 
 
-def pin(split: bool, redis_url: str, server_pids: list[int]) -> None:
-    """With ``split``: the servers on the first CPU; this process, the load and a local Redis on the others."""
+@contextlib.contextmanager
+def fresh_database(url: str | None, workdir: Path) -> Any:
+    """The URL of a database of its own for this run: a new PostgreSQL database on the server of
+    ``url`` (dropped afterwards), or with no ``url`` a SQLite file in ``workdir``."""
+    if url is None:
+        yield f"sqlite:///{workdir / 'bench.sqlite3'}"
+        return
+    import psycopg
+    from psycopg import sql
+
+    name = f"helix_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _postmaster_pid(database_url: str) -> int | None:
+    """The pid of the local PostgreSQL server behind ``database_url``, if it runs on this machine."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW data_directory")
+        directory = Path(cursor.fetchone()[0])
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int((directory / "postmaster.pid").read_text().split()[0])
+    return None
+
+
+def pin(split: bool, redis_url: str, database_url: str, server_pids: list[int]) -> None:
+    """With ``split``: the servers on the first CPU; this process, the load and a local Redis and
+    PostgreSQL on the others."""
     if not split:
         return
     import redis
@@ -384,11 +423,28 @@ def pin(split: bool, redis_url: str, server_pids: list[int]) -> None:
     os.sched_setaffinity(0, load)
     with contextlib.suppress(Exception):  # a Redis of this machine: another machine's, as it were
         os.sched_setaffinity(int(redis.Redis.from_url(redis_url).info("server")["process_id"]), load)
+    postmaster = _postmaster_pid(database_url)
+    if postmaster is not None:  # as Redis; its backends (new ones inherit the postmaster's CPUs)
+        for pid in [postmaster, *_children(postmaster)]:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(pid, load)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15")
+    parser.add_argument(
+        "--database-url",
+        help="a PostgreSQL server to make this run's database on (default: a SQLite file, in the server's process)",
+    )
     parser.add_argument("--server", choices=SERVERS, default="daphne")
     parser.add_argument("--idle", type=int, default=5000, help="clients of the reconnect storm")
     parser.add_argument("--rate", type=float, default=20.0, help="events per second per live stream")
@@ -407,8 +463,12 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     workdir = Path(tempfile.mkdtemp(prefix="helix-bench-http-"))
-    database = workdir / "bench.sqlite3"
-    setup_django(database, args.redis_url)
+    with fresh_database(args.database_url, workdir) as database_url:
+        run(args, workdir, database_url)
+
+
+def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
+    setup_django(database_url, args.redis_url)
     from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
 
@@ -416,7 +476,7 @@ def main() -> None:
     token = Token.objects.create(user=user).key
     queue = f"bench-{uuid.uuid4().hex[:6]}"
     env = {
-        "DATABASE_URL": f"sqlite:///{database}",
+        "DATABASE_URL": database_url,
         "REDIS_URL": args.redis_url,
         "HELIX_STREAM_BACKEND": "redis",
         "HELIX_EXECUTOR": "celery",
@@ -440,7 +500,7 @@ def main() -> None:
     try:
         wait_port(helix_port)
         wait_port(bare_port)
-        pin(args.split_cpus, args.redis_url, [helix.pid, bare.pid])
+        pin(args.split_cpus, args.redis_url, database_url, [helix.pid, bare.pid])
         time.sleep(2)
         progress(f"servers up ({args.server})")
         if "storm" in args.phases:
@@ -453,7 +513,10 @@ def main() -> None:
             rows += post_phase(token, ports)
     finally:
         stop(helix, bare, worker)
-    print(f"\n{args.server}, {'split CPUs' if args.split_cpus else 'shared CPUs'}\n")
+    from django.db import connection
+
+    cpus = "split CPUs" if args.split_cpus else "shared CPUs"
+    print(f"\n{args.server}, {cpus}, {connection.vendor}\n")
     print("| measure | Helix | baseline | ratio | target |\n|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row.cells()) + " |")

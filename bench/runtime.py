@@ -28,10 +28,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def setup_django(database: Path, redis_url: str) -> None:
+def setup_django(database: Path | str, redis_url: str) -> None:
+    """Django on ``database`` (a SQLite file, or a database URL) and Redis, migrated."""
     os.environ.update(
         DJANGO_SETTINGS_MODULE="helix_site.settings",
-        DATABASE_URL=f"sqlite:///{database}",
+        DATABASE_URL=database if isinstance(database, str) else f"sqlite:///{database}",
         REDIS_URL=redis_url,
         HELIX_STREAM_BACKEND="redis",
     )
