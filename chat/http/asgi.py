@@ -37,6 +37,7 @@ from django.utils.module_loading import import_string
 from chat.http import daphne_limits
 from chat.http.body_limit import capped_receive
 from chat.http.flow_control import flow_controlled, served_by_daphne
+from chat.http.pipeline import import_classes
 from streams.conf import helix_settings
 from streams.exceptions import ExecutionError
 
@@ -142,9 +143,11 @@ class StreamRouter:
 
     def __init__(self, django_app: Any) -> None:
         self.django_app = django_app
-        # Import the URLconf (and the views behind it) now, at startup, not in the first request:
-        # after a restart that is the first of a storm of reconnecting streams, all waiting on it.
+        # Import the URLconf (and the views behind it) and the classes of the views' pipeline now,
+        # at startup, not in the first request: after a restart that is the first of a storm of
+        # reconnecting streams, all waiting on it.
         get_resolver().url_patterns  # noqa: B018
+        import_classes()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":

@@ -46,7 +46,7 @@ from streams.conf import helix_settings
 from streams.exceptions import HelixError, StreamUnavailableError, ValidationError
 from workers.exceptions import DatabaseUnavailableError
 
-__all__ = ["HelixAPIView", "HelixAccessMixin", "error_json", "helix_exception_handler"]
+__all__ = ["HelixAPIView", "HelixAccessMixin", "error_json", "helix_exception_handler", "import_classes"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,16 @@ def helix_exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResp
         if auth_header:
             response["WWW-Authenticate"] = auth_header
     return response
+
+
+def import_classes() -> None:
+    """Import the authentication, permission and throttle classes the settings name, now: the
+    ASGI application does this when it is built, so that the first request after a restart (the
+    head of a storm of reconnecting streams) does not import their modules while the rest wait."""
+    _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+    _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
+    _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)
+    _classes(helix_settings.OVERRIDE_PERMISSION_CLASSES, ())
 
 
 class HelixAccessMixin:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from typing import Any
 
@@ -61,6 +62,15 @@ def test_the_urlconf_is_imported_when_the_router_is_built(settings: Any) -> None
     assert "url_patterns" not in vars(get_resolver())
     StreamRouter(None)
     assert "url_patterns" in vars(get_resolver())
+
+
+def test_the_pipelines_classes_are_imported_when_the_router_is_built(settings: Any) -> None:
+    """As the URLconf: the site's authentication classes too, not by the first request."""
+    module = "tests.chat.http.startup_auth"
+    settings.HELIX = {**settings.HELIX, "AUTHENTICATION_CLASSES": [f"{module}.StartupAuthentication"]}
+    sys.modules.pop(module, None)
+    StreamRouter(None)
+    assert module in sys.modules
 
 
 async def test_other_requests_go_to_django() -> None:
