@@ -8,7 +8,7 @@ written, and the clients report each event's write → client latency. The serve
 over the write window is read from ``/proc``.
 
 :func:`measure` runs one load; :func:`sustainable` steps the number of streams up until one
-process no longer delivers every event with p99 ≤ 20 ms.
+process no longer delivers every event with p99 ≤ 20 ms, then narrows the knee down by halving.
 """
 
 from __future__ import annotations
@@ -213,19 +213,33 @@ def measure(
 
 
 def sustainable(
-    target: Target, make_streams: Any, redis_url: str, steps: list[int], **load: Any
+    target: Target, make_streams: Any, redis_url: str, steps: list[int], resolution: float = 0.05, **load: Any
 ) -> tuple[int, list[Load]]:
-    """The largest of ``steps`` (streams) that ``target`` sustains (:attr:`Load.sustained`),
-    stepping up until a load is not sustained; that number and every load measured."""
-    best, loads = 0, []
-    for count in steps:
+    """The largest number of streams that ``target`` sustains (:attr:`Load.sustained`): step up
+    through ``steps`` until a load is not sustained, then halve the gap between the last load
+    sustained and the first one not, until it is within ``resolution`` of the former (steps
+    such as 1,500 then 2,000 alone would put the knee anywhere in a third of the range). That
+    number and every load measured."""
+    best, failed, loads = 0, 0, []
+
+    def run(count: int) -> bool:
         result = measure(target, make_streams(count), redis_url, **load)
         loads.append(result)
         progress(
             f"{target.kind}: {count} streams: {result.received:,}/{result.written:,} delivered, "
             f"p99 {result.p99:.1f} ms, {result.cpu_us_per_event:.0f} us/event"
         )
-        if not result.sustained:
+        return result.sustained
+
+    for count in steps:
+        if not run(count):
+            failed = count
             break
         best = count
+    while failed and best and failed - best > max(10, best * resolution):
+        middle = (best + failed) // 2
+        if run(middle):
+            best = middle
+        else:
+            failed = middle
     return best, loads
