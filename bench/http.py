@@ -2,10 +2,12 @@
 figure beside a bare app doing the same job under the same server in the same run.
 
     python -m bench.http --redis-url redis://127.0.0.1:6379/15 [--server daphne|uvicorn]
-        [--split-cpus] [--phases storm fanout rate post] [--steps 100 200 ...]
+        [--database-url postgres://…] [--split-cpus] [--phases storm fanout rate post] [--steps 100 200 ...]
 
 Starts Helix (the demo site's ASGI application) and the bare apps of :mod:`bench.raw_asgi`
-under the chosen server, and a Celery worker, on a temporary SQLite database. Rows:
+under the chosen server, and a Celery worker, on a temporary SQLite database (or a fresh
+database on the PostgreSQL server of ``--database-url``). ``bin/bench-http`` runs it on a
+throwaway Redis (``--postgres``: and PostgreSQL). Rows:
 
 * **reconnect storm**: N idle streams connecting at once (auth, ownership, one run read, a
   subscription each), against the bare app accepting and answering N connections;
@@ -19,7 +21,8 @@ under the chosen server, and a Celery worker, on a temporary SQLite database. Ro
 * POST → first byte (Celery), and the older absolute rows, as information.
 
 The load runs in other processes at a raised niceness; ``--split-cpus`` pins the server to the
-first CPU and the load (clients, writer and a local Redis) to the others, as if on other machines.
+first CPU and the load (clients, writer, a local Redis and PostgreSQL) to the others, as if on
+other machines.
 """
 
 from __future__ import annotations
