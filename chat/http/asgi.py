@@ -37,7 +37,6 @@ from django.utils.module_loading import import_string
 from chat.http import daphne_limits
 from chat.http.body_limit import capped_receive
 from chat.http.flow_control import flow_controlled, served_by_daphne
-from chat.http.pipeline import import_classes
 from streams.conf import helix_settings
 from streams.exceptions import ExecutionError
 
@@ -142,6 +141,10 @@ class StreamRouter:
     """
 
     def __init__(self, django_app: Any) -> None:
+        # Here, not at the top: a site's asgi.py imports this module before Django is set up, and
+        # the pipeline imports models.
+        from chat.http.pipeline import import_classes
+
         self.django_app = django_app
         # Import the URLconf (and the views behind it) and the classes of the views' pipeline now,
         # at startup, not in the first request: after a restart that is the first of a storm of
