@@ -13,7 +13,7 @@ tokens lists this class instead of DRF's, in ``HELIX["AUTHENTICATION_CLASSES"]``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db import models, router
 from django.utils.translation import gettext_lazy as _
@@ -28,8 +28,8 @@ class _TokenRead:
     """The compiled read of one token model: its columns and its user's, by key."""
 
     def __init__(self, model: type[models.Model]) -> None:
-        user_field: Any = model._meta.get_field("user")
-        self.model, self.user_model = model, user_field.related_model
+        self.user_field: Any = model._meta.get_field("user")
+        self.model, self.user_model = model, cast(type[models.Model], self.user_field.related_model)
         self.names = [field.attname for field in model._meta.concrete_fields]
         self.user_names = [field.attname for field in self.user_model._meta.concrete_fields]
         columns = [*self.names, *(f"user__{name}" for name in self.user_names)]
@@ -44,7 +44,10 @@ class _TokenRead:
             return None
         row, split, alias = rows[0], len(self.names), router.db_for_read(self.model)
         token: Any = self.model.from_db(alias, self.names, row[:split])
-        token.user = self.user_model.from_db(alias, self.user_names, row[split:])  # as select_related would
+        # The user is cached on the token as select_related would, but not the token on the user
+        # as well: the two would refer to each other, and a reference cycle waits for the cyclic
+        # collector instead of going when the request is done.
+        self.user_field.set_cached_value(token, self.user_model.from_db(alias, self.user_names, row[split:]))
         return token
 
 

@@ -33,8 +33,8 @@ from chat.models import ChatSession
 from chat.services import get_handler
 from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.cascade import delete_session
-from chat.state.db import db
-from chat.state.reads import current_run_and_owner
+from chat.state.db import ReadAhead, db
+from chat.state.reads import current_run_and_owner, read_current_runs_ahead
 from chat.state.store import DjangoStateStore
 from streams.conf import helix_settings
 from streams.exceptions import HelixError, ValidationError
@@ -111,6 +111,12 @@ class _ResumeMixin(HelixAPIView):
         finally:
             if self.ahead is not None:
                 self.ahead.cancel()  # a refused request, or a page no one took
+
+    def read_ahead_in_hop(self, request: Request, kwargs: dict[str, Any]) -> ReadAhead | None:
+        # The resumes of a storm read their runs and owners in one query per hop.
+        if request.method != "GET" or kwargs.get("session_id") is None:
+            return None
+        return ReadAhead(read_current_runs_ahead, kwargs["session_id"])
 
     def session_access(self, request: Request, session_id: str) -> bool:
         if request.method != "GET":

@@ -7,17 +7,24 @@ request, and a reconnect storm is thousands of resumes at once, so that read is 
 The SQL is still Django's (the table names, quoting and placeholders of the site's database,
 chosen by its routers), and each value goes through the converters the ORM would apply (the
 backend's and the field's: a SQLite datetime comes back aware, a UUID as a UUID). A query whose
-compiled form does not take exactly the one parameter is run through the ORM each time instead.
+compiled form does not take exactly its values as its parameters is run through the ORM each time
+instead.
+
+Inside :func:`shared_reads` (one database hop made for several requests at once: see
+:func:`chat.state.db.together`), a read answers from the rows it already read for the same value,
+or that were read for it ahead (:meth:`CompiledRead.remember`), instead of querying again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.db import connections, models, router
 
-__all__ = ["CompiledRead"]
+__all__ = ["CompiledRead", "shared_reads"]
 
 _PROBE = "helix-compiled-read-probe"
 
@@ -25,25 +32,59 @@ _PROBE = "helix-compiled-read-probe"
 _Compiled = tuple[str, list[tuple[int, list[Callable[..., Any]], Any]]]
 
 
+_thread = threading.local()
+
+
+@contextlib.contextmanager
+def shared_reads() -> Iterator[None]:
+    """Until the block ends, reads on this thread of the same value by the same
+    :class:`CompiledRead` share their rows: the requests of one hop ask one moment's database."""
+    outer = getattr(_thread, "rows", None)
+    _thread.rows = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _thread.rows = outer
+
+
 class CompiledRead:
-    """A read of ``model`` by one string: ``build(value)`` is its ``values_list`` queryset."""
+    """A read of ``model`` by strings: ``build(*values)`` is its ``values_list`` queryset. Each
+    number of values has its own compiled SQL (an ``IN`` list of that length, say)."""
 
-    def __init__(self, model: type[models.Model], build: Callable[[str], models.QuerySet[Any, Any]]) -> None:
+    def __init__(self, model: type[models.Model], build: Callable[..., models.QuerySet[Any, Any]]) -> None:
         self.model, self.build = model, build
-        self._compiled: dict[str, _Compiled | None] = {}
+        self._compiled: dict[tuple[str, int], _Compiled | None] = {}
 
-    def rows(self, value: str) -> list[tuple[Any, ...]]:
-        """The rows of ``build(value)``, each value as the ORM would give it."""
+    def rows(self, *values: str) -> list[tuple[Any, ...]]:
+        """The rows of ``build(*values)``, each value as the ORM would give it."""
         alias = router.db_for_read(self.model)
-        if alias not in self._compiled:
-            self._compiled[alias] = self._compile(alias)
-        compiled = self._compiled[alias]
+        shared: dict[Any, list[tuple[Any, ...]]] | None = getattr(_thread, "rows", None)
+        if shared is None:
+            return self._read(alias, values)
+        key = (self, alias, values)
+        rows = shared.get(key)
+        if rows is None:
+            rows = shared[key] = self._read(alias, values)
+        return list(rows)
+
+    def remember(self, rows: list[tuple[Any, ...]], *values: str) -> None:
+        """Inside :func:`shared_reads`: ``rows`` are what ``rows(*values)`` reads (read ahead,
+        with the values of other reads, in one query); outside, nothing."""
+        shared = getattr(_thread, "rows", None)
+        if shared is not None:
+            shared[(self, router.db_for_read(self.model), values)] = rows
+
+    def _read(self, alias: str, values: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        form = (alias, len(values))
+        if form not in self._compiled:
+            self._compiled[form] = self._compile(alias, len(values))
+        compiled = self._compiled[form]
         if compiled is None:
-            return [tuple(row) for row in self.build(value).using(alias)]
+            return [tuple(row) for row in self.build(*values).using(alias)]
         sql, converters = compiled
         connection = connections[alias]
         with connection.cursor() as cursor:
-            cursor.execute(sql, [value])
+            cursor.execute(sql, list(values))
             fetched = cursor.fetchall()
         if not converters:
             return [tuple(row) for row in fetched]
@@ -58,13 +99,14 @@ class CompiledRead:
             rows.append(tuple(row))
         return rows
 
-    def _compile(self, alias: str) -> _Compiled | None:
+    def _compile(self, alias: str, count: int) -> _Compiled | None:
+        probes = tuple(f"{_PROBE}-{n}" for n in range(count))
         try:
-            compiler: Any = self.build(_PROBE).query.get_compiler(using=alias)
+            compiler: Any = self.build(*probes).query.get_compiler(using=alias)
             sql, params = compiler.as_sql()
         except Exception:  # a column the probe is no value of (a UUID, a number): the ORM each time
             return None
-        if tuple(params) != (_PROBE,):
+        if tuple(params) != probes:
             return None
         columns = [selected[0] for selected in compiler.select[: compiler.col_count]]
         if compiler.has_composite_fields(columns):

@@ -19,6 +19,12 @@ is never retried. A call the database still fails (down past that patience, or s
 own timeouts, such as SQLite's lock ``timeout`` or PostgreSQL's ``statement_timeout``) raises
 :class:`~workers.exceptions.DatabaseUnavailableError`, which callers and clients can handle; the
 driver's error is logged, and chained as its cause.
+
+:func:`together` is for the many small calls of a moment, such as the pipelines of a storm of
+reconnecting streams: the calls made in one turn of the event loop run one after another in one
+hop to a database thread, each as :func:`db` would run it, with their compiled reads shared and
+read ahead together (:func:`~chat.state.compiled.shared_reads`). A thousand resumes then cost tens
+of hops and tens of run reads, not a thousand of each.
 """
 
 from __future__ import annotations
@@ -28,16 +34,18 @@ import contextvars
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
+from chat.state.compiled import shared_reads
 from streams.backoff import Backoff
 from workers.exceptions import DatabaseUnavailableError
 
-__all__ = ["db"]
+__all__ = ["ReadAhead", "db", "together"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -93,8 +101,111 @@ def db(function: Callable[P, T]) -> Callable[P, Awaitable[T]]:
         try:
             result: T = await asyncio.get_running_loop().run_in_executor(_DB_THREADS, work)
         except (OperationalError, InterfaceError) as exc:
-            logger.warning("the database failed %s: %s: %s", function.__qualname__, type(exc).__name__, exc)
-            raise DatabaseUnavailableError() from exc
+            raise _unavailable(function, exc) from exc
         return result
 
     return call
+
+
+def _unavailable(function: Callable[..., Any], exc: BaseException) -> DatabaseUnavailableError:
+    name = getattr(function, "__qualname__", None) or getattr(getattr(function, "func", None), "__qualname__", "a call")
+    logger.warning("the database failed %s: %s: %s", name, type(exc).__name__, exc)
+    return DatabaseUnavailableError()
+
+
+# -- calls of a moment, together ------------------------------------------------------------------
+
+#: The most calls one hop runs: a batch this long answers its last call a few milliseconds later.
+MOST_PER_HOP = 64
+
+
+@dataclass(frozen=True)
+class ReadAhead:
+    """What a call of :func:`together` will read, to be read with the same of the other calls
+    of its hop: ``read(keys)`` (on the database thread, inside
+    :func:`~chat.state.compiled.shared_reads`) reads for every key at once and remembers the rows."""
+
+    read: Callable[[list[Any]], None]
+    key: Hashable
+
+
+@dataclass
+class _Call:
+    work: Callable[[], Any]
+    context: contextvars.Context
+    ahead: ReadAhead | None
+    future: asyncio.Future[Any]
+
+
+_open: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
+
+
+async def together(work: Callable[[], T], ahead: ReadAhead | None = None) -> T:
+    """``work()`` on a database thread, as :func:`db` runs it, in one hop with the other calls
+    made in this turn of the event loop (at most :data:`MOST_PER_HOP`); each call's result and
+    error are its own."""
+    loop = asyncio.get_running_loop()
+    calls = _open.get(loop)
+    if calls is None or len(calls) >= MOST_PER_HOP:
+        calls = _open[loop] = []
+        loop.call_soon(_hop, loop, calls)
+    call = _Call(work, contextvars.copy_context(), ahead, loop.create_future())
+    calls.append(call)
+    try:
+        result: T = await call.future
+    except (OperationalError, InterfaceError) as exc:
+        raise _unavailable(work, exc) from exc
+    return result
+
+
+def _hop(loop: asyncio.AbstractEventLoop, calls: list[_Call]) -> None:
+    if _open.get(loop) is calls:
+        del _open[loop]
+    hop = loop.run_in_executor(_DB_THREADS, _run_together, calls)
+    hop.add_done_callback(functools.partial(_answer, calls))
+
+
+def _run_together(calls: list[_Call]) -> list[tuple[bool, Any]]:
+    outcomes: list[tuple[bool, Any]] = []
+    with shared_reads():
+        keys: dict[Callable[[list[Any]], None], list[Any]] = {}
+        for call in calls:
+            if call.ahead is not None:
+                keys.setdefault(call.ahead.read, []).append(call.ahead.key)
+        failed: dict[Callable[[list[Any]], None], Exception] = {}
+        for read, wanted in keys.items():
+            try:
+                _tidy(read, list(dict.fromkeys(wanted)))
+            except (OperationalError, InterfaceError) as exc:
+                # The database is down or stalled: the calls that wanted the read fail with it now,
+                # rather than each waiting for the same stall once more.
+                failed[read] = exc
+            except Exception:  # a bug in the read: each call reads for itself
+                logger.exception("reading ahead for %d calls failed", len(wanted))
+        for call in calls:
+            if call.ahead is not None and call.ahead.read in failed:
+                outcomes.append((False, failed[call.ahead.read]))
+                continue
+            try:
+                outcomes.append((True, call.context.run(_tidy, call.work)))
+            except BaseException as exc:  # the call's own error, raised in its caller
+                outcomes.append((False, exc))
+    return outcomes
+
+
+def _answer(calls: list[_Call], hop: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+    if hop.cancelled():  # the loop is shutting down
+        for call in calls:
+            call.future.cancel()
+        return
+    try:
+        outcomes = hop.result()
+    except BaseException as exc:  # the hop itself failed: every call with it
+        outcomes = [(False, exc)] * len(calls)
+    for call, (ok, value) in zip(calls, outcomes, strict=True):
+        if call.future.done():  # its caller went away (a client that disconnected)
+            continue
+        if ok:
+            call.future.set_result(value)
+        else:
+            call.future.set_exception(value)

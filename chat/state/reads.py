@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
+
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import record_id, session_key
 from chat.state.compiled import CompiledRead
 from chat.state.db import db
 
-__all__ = ["DjangoStateReader", "current_run", "current_run_and_owner"]
+__all__ = ["DjangoStateReader", "current_run", "current_run_and_owner", "read_current_runs_ahead"]
 
 
 _RUN_FIELDS = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
@@ -41,6 +43,37 @@ def current_run_and_owner(session_id: str) -> tuple[RunInfo, Any] | None:
     run_id, status, start_sequence, step_count, message_id, message_offset, owner_id = rows[0]
     run = RunInfo(str(run_id), status, start_sequence, step_count, message_id or None, message_offset)
     return run, owner_id
+
+
+def _latest_runs_and_owners(*keys: str) -> Any:
+    latest = Run.objects.filter(session_id=OuterRef("session_id")).latest_first().values("pk")[:1]
+    return (
+        Run.objects.filter(session_id__in=keys, pk=Subquery(latest))
+        .order_by()
+        .values_list("session_id", *_RUN_FIELDS, "session__owner_id")
+    )
+
+
+#: The latest run and owner of several sessions: one compiled form per power of two of them.
+_LATEST_RUNS_AND_OWNERS = CompiledRead(Run, _latest_runs_and_owners)
+_MOST_KEYS = 64
+
+
+def read_current_runs_ahead(session_ids: list[str]) -> None:
+    """The reads of :func:`current_run_and_owner` for all of ``session_ids``, in one query per
+    64 of them, kept for the calls of this hop (:func:`chat.state.compiled.shared_reads`): the
+    resumes of a reconnect storm, many per hop."""
+    keys = list(dict.fromkeys(key for key in map(session_key, session_ids) if key is not None))
+    for start in range(0, len(keys), _MOST_KEYS):
+        chunk = keys[start : start + _MOST_KEYS]
+        # Padded with its last key to a power of two, so that a few compiled forms serve any hop.
+        padded = chunk + chunk[-1:] * ((1 << (len(chunk) - 1).bit_length()) - len(chunk))
+        found: dict[str, list[tuple[Any, ...]]] = {key: [] for key in chunk}
+        for session_id, *row in _LATEST_RUNS_AND_OWNERS.rows(*padded):
+            if session_id in found:
+                found[session_id] = [tuple(row)]
+        for key, rows in found.items():
+            _LATEST_RUN_AND_OWNER.remember(rows, key)
 
 
 class DjangoStateReader(StateStore):

@@ -3,16 +3,19 @@ read together (a reconnect storm is thousands of these hops)."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
+from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from chat.exceptions import SessionNotFoundError
 from chat.http.views import ChatStreamView
 from chat.models import ChatSession, Run
+from chat.state.db import db
 
 pytestmark = pytest.mark.django_db
 
@@ -62,3 +65,32 @@ def test_a_session_without_a_run_or_without_a_row_is_told_apart() -> None:
     assert view.session_exists and view.latest_run is None
     missing = prepared("no-such-session", token)
     assert not missing.session_exists and missing.latest_run is None
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_resume_leaves_nothing_for_the_cyclic_collector() -> None:
+    # An open stream lives for minutes: whatever its request leaves in reference cycles waits for
+    # the collector, which walks it on every collection until then (thousands in a storm).
+    def fixtures() -> tuple[str, str]:
+        owner, token = owner_with_token("owner")
+        session = ChatSession.objects.create(owner=owner, agent="chat")
+        Run.objects.create(session=session, agent="chat", status="completed", message_id="m")
+        return session.pk, token.key
+
+    session_id, key = await db(fixtures)()
+    view = ChatStreamView.as_view()
+    request = APIRequestFactory().get(f"/api/chat/{session_id}/stream", HTTP_AUTHORIZATION=f"Token {key}")
+    gc.collect()
+    gc.disable()  # no collection may take the cycles before they are looked for
+    try:
+        response = await view(request, session_id=session_id)
+        assert response.status_code == 204  # the run has no stream left: nothing to send
+        del response, request
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = sorted({type(o).__name__ for o in gc.garbage if isinstance(o, ChatStreamView | Request | Token | User)})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
