@@ -174,14 +174,17 @@ def _run_together(calls: list[_Call]) -> list[tuple[bool, Any]]:
                 keys.setdefault(call.ahead.read, []).append(call.ahead.key)
         failed: dict[Callable[[list[Any]], None], Exception] = {}
         for read, wanted in keys.items():
+            distinct = list(dict.fromkeys(wanted))
+            if len(distinct) < 2:  # one key: its first call's read is shared (cheaper than a read for many)
+                continue
             try:
-                _tidy(read, list(dict.fromkeys(wanted)))
+                _tidy(read, distinct)
             except (OperationalError, InterfaceError) as exc:
                 # The database is down or stalled: the calls that wanted the read fail with it now,
                 # rather than each waiting for the same stall once more.
                 failed[read] = exc
             except Exception:  # a bug in the read: each call reads for itself
-                logger.exception("reading ahead for %d calls failed", len(wanted))
+                logger.exception("reading ahead for %d keys failed", len(distinct))
         for call in calls:
             if call.ahead is not None and call.ahead.read in failed:
                 outcomes.append((False, failed[call.ahead.read]))

@@ -86,15 +86,17 @@ async def test_a_database_failure_is_the_typed_error_of_the_calls_it_touches(mon
     outcomes = await asyncio.gather(
         together(down),
         together(functools.partial(work, "stalled"), ReadAhead(stalled_read_ahead, 1)),
+        together(functools.partial(work, "stalled too"), ReadAhead(stalled_read_ahead, 2)),
         together(functools.partial(work, "broken"), ReadAhead(broken_read_ahead, 1)),
+        together(functools.partial(work, "broken too"), ReadAhead(broken_read_ahead, 2)),
         together(functools.partial(work, "plain")),
         return_exceptions=True,
     )
     assert isinstance(outcomes[0], DatabaseUnavailableError)
     # A read ahead the database failed fails the calls that wanted it, without their waiting for
     # the same stall again; one that failed otherwise leaves each call to read for itself.
-    assert isinstance(outcomes[1], DatabaseUnavailableError)
-    assert list(outcomes[2:]) == ["broken", "plain"] and ran == ["broken", "plain"]
+    assert isinstance(outcomes[1], DatabaseUnavailableError) and isinstance(outcomes[2], DatabaseUnavailableError)
+    assert list(outcomes[3:]) == ["broken", "broken too", "plain"] and ran == ["broken", "broken too", "plain"]
 
 
 async def test_the_runs_of_a_hops_resumes_are_read_in_one_query_and_each_call_reads_none() -> None:
@@ -148,6 +150,16 @@ async def test_callers_in_one_hop_are_each_checked_against_the_owner() -> None:
     calls = [together(functools.partial(resume, t), ahead) for t in (token, stranger, token)]
     owner_first, refused, owner_again = await asyncio.gather(*calls, return_exceptions=True)
     assert isinstance(refused, SessionNotFoundError)
-    assert owner_first == (True, 1)  # its token; the run and owner were read ahead
-    assert owner_again == (True, 0)  # the same token's row, read once in the hop
-    assert hops == [[session_id, 1]]  # one key, however many callers ask
+    assert owner_first == (True, 2)  # its token, then the run and owner
+    assert owner_again == (True, 0)  # the same token's row and the same run's, read once in the hop
+    assert hops == []  # one key, however many callers ask: the first read of it is shared instead
+
+
+async def test_a_key_alone_is_not_read_ahead_and_one_read_ahead_covers_many() -> None:
+    hops: list[list[Any]] = []
+    ahead = counted_reads(hops)
+    await together(functools.partial(int, 1), ReadAhead(ahead, "a"))
+    await asyncio.gather(*(together(functools.partial(int, 1), ReadAhead(ahead, "a")) for _ in range(3)))
+    assert hops == []
+    await asyncio.gather(*(together(functools.partial(int, 1), ReadAhead(ahead, key)) for key in "abba"))
+    assert hops == [["a", "b", 0]]
