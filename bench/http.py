@@ -411,9 +411,9 @@ def _postmaster_pid(database_url: str) -> int | None:
     return None
 
 
-def pin(split: bool, redis_url: str, database_url: str, server_pids: list[int]) -> None:
-    """With ``split``: the servers on the first CPU; this process, the load and a local Redis and
-    PostgreSQL on the others."""
+def pin(split: bool, redis_url: str, database_url: str, server_pids: list[int], load_pids: list[int]) -> None:
+    """With ``split``: the servers on the first CPU; this process, the load, ``load_pids`` (the
+    Celery worker, with its pool) and a local Redis and PostgreSQL on the others."""
     if not split:
         return
     import redis
@@ -424,6 +424,9 @@ def pin(split: bool, redis_url: str, database_url: str, server_pids: list[int]) 
     for pid in server_pids:
         os.sched_setaffinity(pid, {cpus[0]})
     os.sched_setaffinity(0, load)
+    for pid in [*load_pids, *(child for parent in load_pids for child in _children(parent))]:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, load)
     with contextlib.suppress(Exception):  # a Redis of this machine: another machine's, as it were
         os.sched_setaffinity(int(redis.Redis.from_url(redis_url).info("server")["process_id"]), load)
     postmaster = _postmaster_pid(database_url)
@@ -503,7 +506,7 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
     try:
         wait_port(helix_port)
         wait_port(bare_port)
-        pin(args.split_cpus, args.redis_url, database_url, [helix.pid, bare.pid])
+        pin(args.split_cpus, args.redis_url, database_url, [helix.pid, bare.pid], [worker.pid])
         time.sleep(2)
         progress(f"servers up ({args.server})")
         if "storm" in args.phases:
