@@ -45,7 +45,7 @@ from chat.state.compiled import shared_reads
 from streams.backoff import Backoff
 from workers.exceptions import DatabaseUnavailableError
 
-__all__ = ["ReadAhead", "db", "together"]
+__all__ = ["MOST_PER_HOP", "ReadAhead", "db", "together"]
 
 P = ParamSpec("P")
 T = TypeVar("T")

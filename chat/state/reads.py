@@ -11,7 +11,7 @@ from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, 
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import record_id, session_key
 from chat.state.compiled import CompiledRead
-from chat.state.db import db
+from chat.state.db import MOST_PER_HOP, db
 
 __all__ = ["DjangoStateReader", "current_run", "current_run_and_owner", "read_current_runs_ahead"]
 
@@ -56,16 +56,15 @@ def _latest_runs_and_owners(*keys: str) -> Any:
 
 #: The latest run and owner of several sessions: one compiled form per power of two of them.
 _LATEST_RUNS_AND_OWNERS = CompiledRead(Run, _latest_runs_and_owners)
-_MOST_KEYS = 64
 
 
 def read_current_runs_ahead(session_ids: list[str]) -> None:
     """The reads of :func:`current_run_and_owner` for all of ``session_ids``, in one query per
-    64 of them, kept for the calls of this hop (:func:`chat.state.compiled.shared_reads`): the
+    hop's worth of them, kept for the calls of this hop (:func:`chat.state.compiled.shared_reads`): the
     resumes of a reconnect storm, many per hop."""
     keys = list(dict.fromkeys(key for key in map(session_key, session_ids) if key is not None))
-    for start in range(0, len(keys), _MOST_KEYS):
-        chunk = keys[start : start + _MOST_KEYS]
+    for start in range(0, len(keys), MOST_PER_HOP):
+        chunk = keys[start : start + MOST_PER_HOP]
         # Padded with its last key to a power of two, so that a few compiled forms serve any hop.
         padded = chunk + chunk[-1:] * ((1 << (len(chunk) - 1).bit_length()) - len(chunk))
         found: dict[str, list[tuple[Any, ...]]] = {key: [] for key in chunk}
