@@ -5,7 +5,11 @@ server: clients in other processes follow every stream (Helix's resume route wit
 ``/fanout/<id>``), a writer process writes the events (Helix's through the store's own append
 script, as a worker would; the bare app's as a ``PUBLISH``), each carrying the time it was
 written, and the clients report each event's write → client latency. The server's own CPU time
-over the write window is read from ``/proc``.
+over the write window is read from ``/proc``, and so is the share of the load's CPUs that was busy.
+
+The load is made cheap, since on a small machine it shares CPUs with Redis: the writer packs its
+commands ahead of time around each payload and parses replies with hiredis, and the clients read
+in protocol callbacks, with no task or coroutine step per event.
 
 :func:`measure` runs one load; :func:`sustainable` steps the number of streams up until one
 process no longer delivers every event with p99 ≤ 20 ms, then narrows the knee down by halving.
@@ -21,13 +25,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.servers import HOST, cpu_seconds, pct, progress
+from bench.servers import HOST, cpu_seconds, cpus_idle, pct, progress
 
 __all__ = ["Load", "Target", "measure", "sustainable"]
 
 TIMESTAMP = re.compile(rb'"delta":"(\d{19}) ')
 #: Sustainable: every event delivered, and p99 write → client at most this.
 P99_LIMIT_MS = 20.0
+#: A load whose own CPUs were at least this busy says more about the machine than the server.
+LOAD_BOUND = 0.95
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,8 @@ class Load:
     p50: float
     p99: float
     cpu_s: float  # the server's CPU time over the write window
+    load_busy: float  # the share of the load's CPUs busy over that window (the writer, clients, Redis...)
+    load_cpu_s: float  # the writer's and the clients' own CPU time
 
     @property
     def delivered(self) -> float:
@@ -61,64 +69,94 @@ class Load:
         return self.cpu_s / self.received * 1e6 if self.received else float("nan")
 
     @property
+    def load_bound(self) -> bool:
+        """Whether the load's own CPUs were (nearly) saturated: then the knee is the machine's,
+        not the server's."""
+        return self.load_busy >= LOAD_BOUND
+
+    @property
     def sustained(self) -> bool:
         return self.received >= self.written and self.p99 <= P99_LIMIT_MS
+
+
+def load_cpus() -> set[int] | None:
+    """The CPUs the load runs on (``--split-cpus``), or ``None``: all of them, shared."""
+    cpus = os.environ.get("HELIX_BENCH_LOAD_CPUS")
+    return {int(c) for c in cpus.split(",")} if cpus else None
 
 
 def as_load(niceness: int) -> None:
     """Make this process load, not server: niced, and on the load's CPUs when told so."""
     os.nice(niceness)
-    cpus = os.environ.get("HELIX_BENCH_LOAD_CPUS")
+    cpus = load_cpus()
     if cpus:
-        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        os.sched_setaffinity(0, cpus)
+
+
+class _Follower(asyncio.Protocol):
+    """One followed stream, read in the transport's callback: no task, reader or coroutine step
+    per event, so that the load costs little CPU beside the server it measures."""
+
+    def __init__(self, request: bytes, answered: list[int], arrivals: list[tuple[int, list[bytes]]]) -> None:
+        self.request, self.answered, self.arrivals = request, answered, arrivals
+        self.tail, self.first = b"", True
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time_ns()
+        if self.first:
+            self.first = False
+            self.answered.append(1)
+        window = self.tail + data if self.tail else data  # only whole events are counted: one split across reads, once
+        cut = window.rfind(b"\n\n")
+        if cut < 0:
+            self.tail = window
+            return
+        self.arrivals.append((now, TIMESTAMP.findall(window, 0, cut)))  # latencies worked out after the load
+        self.tail = window[cut + 2 :]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
 
 def _follow(target: Target, streams: list[str], niceness: int, ready: Any, stop: Any, out: Any) -> None:
     """Client process: follow ``streams``, say so on ``ready`` once every one has answered, and
-    read until ``stop`` is set; put every event's latency (ms)."""
+    read until ``stop`` is set; put every event's latency (ms) and this process's CPU seconds
+    from ``ready`` to ``stop``."""
     as_load(niceness)
     import uvloop
 
-    writers: list[asyncio.StreamWriter] = []
+    auth = f"Authorization: Token {target.token}\r\n" if target.token else ""
 
-    async def follow(stream: str, latencies: list[float], answered: list[int]) -> None:
-        reader, writer = await asyncio.open_connection(HOST, target.port, limit=1 << 20)
-        writers.append(writer)
-        auth = f"Authorization: Token {target.token}\r\n" if target.token else ""
-        writer.write(f"GET {target.path(stream)} HTTP/1.1\r\nHost: {HOST}\r\n{auth}\r\n".encode())
-        tail, first = b"", True
-        while True:  # until main() closes the connection: no timer, task or stop check per read
-            try:
-                data = await reader.read(1 << 16)
-            except ConnectionError:
-                break
-            if not data:
-                break
-            if first:
-                first = False
-                answered.append(1)
-            now = time.time_ns()
-            window = tail + data  # only whole events are counted: one split across reads, once
-            cut = window.rfind(b"\n\n")
-            if cut < 0:
-                tail = window
-                continue
-            latencies.extend((now - int(m)) / 1e6 for m in TIMESTAMP.findall(window, 0, cut))
-            tail = window[cut + 2 :]
-
-    async def main() -> list[float]:
-        latencies: list[float] = []
+    async def main() -> tuple[list[float], float]:
+        loop = asyncio.get_running_loop()
         answered: list[int] = []
-        tasks = [asyncio.ensure_future(follow(s, latencies, answered)) for s in streams]
-        while len(answered) < len(streams) and not all(t.done() for t in tasks):
+        arrivals: list[tuple[int, list[bytes]]] = []
+        followers = []
+        for stream in streams:
+            request = f"GET {target.path(stream)} HTTP/1.1\r\nHost: {HOST}\r\n{auth}\r\n".encode()
+            follower = _Follower(request, answered, arrivals)
+            await loop.create_connection(lambda follower=follower: follower, HOST, target.port)  # type: ignore[misc]
+            followers.append(follower)
+        while len(answered) < len(streams) and not all(f.closed.done() for f in followers):
             await asyncio.sleep(0.05)
         ready.put(len(answered))
+        cpu_start = time.process_time()
         while not stop.is_set():
             await asyncio.sleep(0.1)
-        for writer in writers:
-            writer.close()  # each follow() reads the end of its stream and returns
-        await asyncio.gather(*tasks)
-        return latencies
+        cpu = time.process_time() - cpu_start
+        for follower in followers:
+            if follower.transport is not None:
+                follower.transport.close()
+        await asyncio.gather(*(f.closed for f in followers))
+        latencies = [(now - int(stamp)) / 1e6 for now, stamps in arrivals for stamp in stamps]
+        return latencies, cpu
 
     out.put(uvloop.run(main()))
 
@@ -126,12 +164,15 @@ def _follow(target: Target, streams: list[str], niceness: int, ready: Any, stop:
 def _write(kind: str, redis_url: str, streams: list[str], rate: float, seconds: float, niceness: int, out: Any) -> None:
     """Writer process: ``rate`` events a second to every stream for ``seconds``.
 
-    The events due in the same millisecond go out in one pipeline, which keeps this process's
-    cost per event low; each is still one append (one script call and notification) or one
-    ``PUBLISH`` on its own stream. Its timestamp is taken before it is queued, so the batching
-    counts against the measured latency.
+    Each event is one command on its own stream: Helix's, the store's own append script (as a
+    worker's write of one chunk), the bare app's a ``PUBLISH``. The events due in the same
+    millisecond go out together, as commands packed ahead of time around each event's payload,
+    so that the writer costs little CPU beside the server it measures. An event's timestamp is
+    taken before it is queued, so the batching counts against the measured latency. Puts the
+    number of events written and this process's CPU seconds.
     """
     as_load(niceness)
+    import hiredis
     import redis
 
     from streams.backends import RedisStreamManager
@@ -140,18 +181,35 @@ def _write(kind: str, redis_url: str, streams: list[str], rate: float, seconds: 
 
     client = redis.Redis.from_url(redis_url)
     if kind == "helix":
-        manager = RedisStreamManager(redis_url)
-        script = client.register_script(append_script(0, None))
-        keys = [manager._keys(s) for s in streams]  # the store's key layout
-
-        def queue(pipe: Any, index: int, payload: bytes) -> None:
-            script(keys=keys[index], args=["", "", 1, payload], client=pipe)
+        sha = client.script_load(append_script(0, None))
+        keys = [RedisStreamManager(redis_url)._keys(s) for s in streams]  # the store's key layout
+        commands = [("EVALSHA", sha, 3, *k, "", "", 1) for k in keys]
     else:
-        channels = [f"fanout:{s}".encode() for s in streams]
+        commands = [("PUBLISH", f"fanout:{s}") for s in streams]
+    # Each command as RESP with one more argument to come (the payload): its head, packed once.
+    prefixes = [b"*%d\r\n" % (len(c) + 1) + hiredis.pack_command(c).split(b"\r\n", 1)[1] for c in commands]
+    # A chunk as the store keeps it, its text the time it was written: the bytes around the time.
+    marker = "1" * 19
+    head, tail = encode_chunk(TextDelta(agent_id="run-bench", timestamp=1, delta=f"{marker} word"))[1].split(
+        marker.encode()
+    )
+    length = b"$%d\r\n" % (len(head) + 19 + len(tail))
+    # A socket of its own, its replies parsed by hiredis in C: redis-py's read of one reply costs
+    # more than the command it answers.
+    connection = client.connection_pool.get_connection("PING")
+    sock, replies = connection._sock, hiredis.Reader()
 
-        def queue(pipe: Any, index: int, payload: bytes) -> None:
-            pipe.publish(channels[index], payload)
+    def read_replies(expected: int) -> None:
+        while expected:
+            reply = replies.gets()
+            if reply is False:
+                replies.feed(sock.recv(1 << 16))
+                continue
+            if isinstance(reply, hiredis.ReplyError):
+                raise RuntimeError(f"Redis refused a write: {reply}")
+            expected -= 1
 
+    cpu_start = time.process_time()
     total = rate * len(streams)
     start = time.perf_counter()
     count = 0
@@ -160,14 +218,17 @@ def _write(kind: str, redis_url: str, streams: list[str], rate: float, seconds: 
         if due <= count:
             time.sleep(max(0.0, min(0.001, (count + 1) / total - (time.perf_counter() - start))))
             continue
-        pipe = client.pipeline(transaction=False)
-        for index in range(count, due):
-            stream = index % len(streams)
-            chunk = TextDelta(agent_id="run-bench", timestamp=1, delta=f"{time.time_ns()} word")
-            queue(pipe, stream, encode_chunk(chunk)[1])
-        pipe.execute()
+        sock.sendall(
+            b"".join(
+                [
+                    b"%s%s%s%d%s\r\n" % (prefixes[index % len(streams)], length, head, time.time_ns(), tail)
+                    for index in range(count, due)
+                ]
+            )
+        )
+        read_replies(due - count)
         count = due
-    out.put(count)
+    out.put((count, time.process_time() - cpu_start))
 
 
 def measure(
@@ -193,7 +254,7 @@ def measure(
     if answered < len(streams):
         raise RuntimeError(f"only {answered} of {len(streams)} streams answered")
     time.sleep(0.5)
-    cpu_before = cpu_seconds(target.pid)
+    cpu_before, idle_before = cpu_seconds(target.pid), cpus_idle(load_cpus())
     writer = ctx.Process(target=_write, args=(target.kind, redis_url, streams, rate, seconds, niceness, out))
     writer.start()
     writer.join()
@@ -201,15 +262,18 @@ def measure(
         stop.set()
         raise RuntimeError(f"the writer process failed (exit code {writer.exitcode})")
     time.sleep(0.5)  # the last events delivered
-    cpu = cpu_seconds(target.pid) - cpu_before
+    cpu, idle_after = cpu_seconds(target.pid) - cpu_before, cpus_idle(load_cpus())
+    elapsed, idle = idle_after[0] - idle_before[0], idle_after[1] - idle_before[1]
     time.sleep(1.0)  # and read by clients that share their CPU with the writer and Redis
     stop.set()
     results = [out.get(timeout=120) for _ in range(processes + 1)]
     for client in clients:
         client.join()
-    written = next(r for r in results if isinstance(r, int))
-    latencies = [value for r in results if isinstance(r, list) for value in r]
-    return Load(len(streams), written, len(latencies), pct(latencies, 0.5), pct(latencies, 0.99), cpu)
+    written = next(r[0] for r in results if isinstance(r[0], int))
+    latencies = [value for r in results if isinstance(r[0], list) for value in r[0]]
+    load_cpu = sum(r[1] for r in results)
+    busy = 1 - idle / elapsed if elapsed else float("nan")
+    return Load(len(streams), written, len(latencies), pct(latencies, 0.5), pct(latencies, 0.99), cpu, busy, load_cpu)
 
 
 def sustainable(
@@ -227,7 +291,8 @@ def sustainable(
         loads.append(result)
         progress(
             f"{target.kind}: {count} streams: {result.received:,}/{result.written:,} delivered, "
-            f"p99 {result.p99:.1f} ms, {result.cpu_us_per_event:.0f} us/event"
+            f"p99 {result.p99:.1f} ms, {result.cpu_us_per_event:.0f} us/event; "
+            f"load CPUs {result.load_busy:.0%} busy (writer and clients {result.load_cpu_s:.1f} s)"
         )
         return result.sustained
 

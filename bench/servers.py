@@ -110,6 +110,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15 of stat)
 
 
+def cpus_idle(cpus: set[int] | None = None) -> tuple[float, float]:
+    """Seconds elapsed and seconds idle so far, summed over ``cpus`` (all when ``None``), from
+    ``/proc/stat``: two readings give the share of those CPUs that was busy between them."""
+    elapsed = idle = 0.0
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *values = line.split()
+        if not name.startswith("cpu") or name == "cpu" or (cpus is not None and int(name[3:]) not in cpus):
+            continue
+        ticks = [int(value) for value in values[:8]]
+        elapsed += sum(ticks) / _TICKS
+        idle += (ticks[3] + ticks[4]) / _TICKS  # idle, iowait
+    return elapsed, idle
+
+
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
