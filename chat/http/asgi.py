@@ -89,28 +89,38 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
         await send({"type": "http.response.body", "body": response.content})  # type: ignore[attr-defined]
         return
     body = getattr(response, "helix_body", None) or response.streaming_content  # type: ignore[attr-defined]
+    # The body is sent from this task; a second one waits for the client to leave and then
+    # cancels this one where its stream waits. Thousands of streams wait open at once, so each
+    # holds one task more than the server's, not two and a wait on them.
+    this = asyncio.current_task()
+    assert this is not None
+    streaming, left = True, False
 
-    async def pump() -> None:
+    async def watch() -> None:
+        nonlocal left
+        with contextlib.suppress(Exception):  # a server that fails to say: as good as gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        if streaming:  # only while the body is sent: a cancel later would land in the clean-up
+            left = True
+            this.cancel()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
         try:
             async for part in body:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
         except Exception:  # Helix bodies end themselves with an error event; anything else is a bug
             logger.exception("a streamed response broke off")
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def disconnected() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
-    streaming, watching = asyncio.ensure_future(pump()), asyncio.ensure_future(disconnected())
-    try:
-        await asyncio.wait((streaming, watching), return_when=asyncio.FIRST_COMPLETED)
+        streaming = False
+        with contextlib.suppress(Exception):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except asyncio.CancelledError:
+        if not left or this.uncancel() > 0:  # cancelled by the server too, not only by the client leaving
+            raise
     finally:
-        for task in (streaming, watching):
-            task.cancel()
-        for task in (streaming, watching):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        streaming = False
+        watcher.cancel()
         aclose = getattr(body, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):
