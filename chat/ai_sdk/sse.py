@@ -94,11 +94,16 @@ async def ui_message_stream(
             await aclose()
 
 
-async def ending_cleanly(body: AsyncIterable[bytes], logger: logging.Logger) -> AsyncIterator[bytes]:
-    """Pass an SSE body through; if reading it fails — the store, the database, a deleted
-    session, a bug — end it with an ``error`` event (the chat's ``onError`` gets the code and the
-    message) and ``data: [DONE]`` instead of letting the exception reach the server."""
+async def ending_cleanly(
+    body: AsyncIterable[bytes], logger: logging.Logger, *, first: bytes = b""
+) -> AsyncIterator[bytes]:
+    """Pass an SSE body through, after ``first`` (say, a comment that makes the server send the
+    headers at once); if reading it fails — the store, the database, a deleted session, a bug —
+    end it with an ``error`` event (the chat's ``onError`` gets the code and the message) and
+    ``data: [DONE]`` instead of letting the exception reach the server."""
     try:
+        if first:
+            yield first
         async for part in body:
             yield part
     except Exception as exc:

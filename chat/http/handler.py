@@ -27,7 +27,7 @@ from chat.http.continuations import continued_run
 from chat.http.double_texting import DoubleTexting, existing_message_id
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
 from chat.http.read_ahead import PageAhead
-from chat.http.responses import HandlerResponse, error_response, opened
+from chat.http.responses import STREAM_OPEN, HandlerResponse, error_response
 from chat.session_ids import body_session_id, canonical_session_id, new_session_id
 from chat.state.approvals import ToolAnswer
 from streams.backends.base import StreamManager
@@ -93,8 +93,9 @@ class FrontendHandler:
         self.double_texting = double_texting or DoubleTexting("reattach")
 
     def _stream(self, body: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> HandlerResponse:
-        """A stream response of ``body``, whose reader sends keep-alives itself (``batches(keep_alive=…)``)."""
-        return HandlerResponse(200, create_sse_headers(headers), opened(ending_cleanly(body, self.logger)))
+        """A stream response of ``body``, whose reader sends keep-alives itself (``batches(keep_alive=…)``).
+        It opens with a comment: a server sends the headers only with the first bytes of a body."""
+        return HandlerResponse(200, create_sse_headers(headers), ending_cleanly(body, self.logger, first=STREAM_OPEN))
 
     # -- the seeds' single entry point ----------------------------------------------------------
 

@@ -13,7 +13,7 @@ from chat.ai_sdk.events import UIMessageChunk
 from chat.ai_sdk.sse import create_sse_headers, create_sse_stream
 from streams.exceptions import HelixError
 
-__all__ = ["STREAM_OPEN", "HandlerResponse", "build_sse_response", "error_response", "json_response", "opened"]
+__all__ = ["STREAM_OPEN", "HandlerResponse", "build_sse_response", "error_response", "json_response"]
 
 STREAM_OPEN = b": stream-open\n\n"
 
@@ -50,10 +50,3 @@ def build_sse_response(
     """A UI message stream response of ``events`` (framed by :func:`create_sse_stream`), with the
     stream headers and ``headers`` added; ``chat.http.views.to_django`` makes it a Django response."""
     return HandlerResponse(status, create_sse_headers(headers), create_sse_stream(events))
-
-
-async def opened(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Send a comment at once: the server only sends the headers with the first body bytes."""
-    yield STREAM_OPEN
-    async for part in body:
-        yield part
