@@ -261,8 +261,13 @@ class TailHub:
         async with self._lock:
             connection: Connection = await pool.get_connection()  # type: ignore[no-untyped-call]
             try:
-                if self._subscriptions:
-                    await _write(connection, "SUBSCRIBE", *self._subscriptions)
+                channels = list(self._subscriptions)
+                # This SUBSCRIBE has every channel asked for so far, and a new connection has none
+                # to unsubscribe: sent again, they would be subscribed twice, and their readers
+                # told by the second confirmation to read their streams again for nothing.
+                self._asked.clear()
+                if channels:
+                    await _write(connection, "SUBSCRIBE", *channels)
             except BaseException:
                 await self._drop(connection)
                 raise
