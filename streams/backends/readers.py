@@ -76,11 +76,34 @@ class _Watchdog:
     def __init__(self) -> None:
         self.readers: weakref.WeakSet[ResumableStreamReader] = weakref.WeakSet()
         self._task: asyncio.Task[None] | None = None
+        self._unverified: list[ResumableStreamReader] = []  # subscribed in this turn of the loop
+        self._verifying: set[asyncio.Task[None]] = set()  # held until done
 
     def watch(self, reader: ResumableStreamReader) -> None:
         self.readers.add(reader)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
+
+    def verify(self, reader: ResumableStreamReader) -> None:
+        """Check once that ``reader``'s stream did not move on between its last read and its
+        subscription going live, and nudge it to read again if it did. The readers subscribed in
+        one turn of the loop are checked together: one round trip for a reconnect storm's worth
+        of them, instead of a page read each."""
+        self._unverified.append(reader)
+        if len(self._unverified) == 1:
+            task = asyncio.ensure_future(self._verify())
+            self._verifying.add(task)
+            task.add_done_callback(self._verifying.discard)
+
+    async def _verify(self) -> None:
+        await asyncio.sleep(0)  # the readers subscribed in this turn of the loop go together
+        readers, self._unverified = self._unverified, []
+        stores: dict[int, list[ResumableStreamReader]] = {}
+        for reader in readers:
+            stores.setdefault(id(reader.manager), []).append(reader)
+        for batch in stores.values():
+            for start in range(0, len(batch), _CHECK_BATCH):
+                await self._check(batch[start : start + _CHECK_BATCH], time.monotonic(), strict=True)
 
     async def _run(self) -> None:
         while self.readers:
@@ -102,11 +125,18 @@ class _Watchdog:
                     await asyncio.sleep(0)
 
     @staticmethod
-    async def _check(readers: list[ResumableStreamReader], now: float) -> None:
+    async def _check(readers: list[ResumableStreamReader], now: float, *, strict: bool = False) -> None:
+        """Nudge the readers whose streams moved on without telling them. ``strict``: when the
+        store cannot say, nudge them all (their own reads will find out), instead of waiting for
+        the next tick."""
         try:
             positions = await readers[0].manager._positions(sorted({reader.stream_id for reader in readers}))
         except Exception:  # the store is away: the readers' own reads will say so
-            logger.debug("could not check %d idle readers", len(readers), exc_info=True)
+            logger.debug("could not check %d readers", len(readers), exc_info=True)
+            if strict:
+                for reader in readers:
+                    if reader._subscription is not None:
+                        reader._subscription.nudge()
             return
         for reader in readers:
             position = positions.get(reader.stream_id)
@@ -281,14 +311,15 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                     return
                 continue
             if self._subscription is None:
-                # Caught up with a live stream: subscribe, then read once more so that nothing
-                # written before the subscription was live can be missed.
+                # Caught up with a live stream: subscribe, then check (with the other readers
+                # subscribing now) that nothing was written before the subscription was live; a
+                # stream that moved on meanwhile nudges this reader to read it again.
                 self._subscription = self.manager._subscribe(self)
                 await self._subscription.ready()
                 self._heard_at = time.monotonic()
                 self._watchdog = _watchdog()
                 self._watchdog.watch(self)
-                self._need_read = True
+                self._watchdog.verify(self)
                 continue
             if self._keep_alive_due:
                 return  # batches() yields its keep-alive; the next fill goes on from here

@@ -94,3 +94,81 @@ async def test_a_stream_closes_even_if_every_notification_is_lost(manager: Strea
         assert isinstance(error, StreamNotFoundError)
     else:
         assert texts == ["one", "two"] and error is None
+
+
+class WrittenWhileSubscribing(Subscription):
+    """A real subscription, with a chunk written just before it goes live: no notification will
+    ever tell its reader about that chunk."""
+
+    def __init__(self, inner: Subscription, write: Any) -> None:
+        self.inner, self.write = inner, write
+
+    async def ready(self) -> None:
+        await self.write()
+        await self.inner.ready()
+
+    async def wait(self) -> Any:
+        return await self.inner.wait()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def nudge(self) -> None:
+        self.inner.nudge()
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_a_chunk_written_before_the_subscription_is_live_is_not_missed(
+    backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between a reader's last page and its subscription going live, a chunk goes unannounced;
+    the check made once the subscription is live finds it (not the watchdog: it is made to wait
+    an hour here)."""
+    monkeypatch.setattr("streams.backends.readers.RECHECK_SECONDS", 3600.0)
+    manager: StreamManager
+    if backend == "memory":
+        manager = InMemoryStreamManager()
+    else:
+        manager = RedisStreamManager(request.getfixturevalue("redis_url"), key_prefix=f"race:{uuid.uuid4().hex[:8]}:")
+    # Another stream followed first: the tail is connected already (a new connection subscribes
+    # every channel once more, and its readers read again anyway).
+    warm_writer = await manager.create_writer("s0", "run-0")
+    warm = await manager.create_resumable_reader("s0", 0)
+    assert warm is not None
+    warm_chunk = asyncio.ensure_future(anext(warm))
+    while warm._subscription is None:
+        await asyncio.sleep(0.01)
+    await warm_writer.write(delta("warm"))
+    await warm_writer.flush()
+    await asyncio.wait_for(warm_chunk, 10)
+
+    writer = await manager.create_writer("s1", "run-1")
+    await writer.write(delta("one"))
+    subscribe = manager._subscribe
+
+    async def write_two() -> None:
+        await writer.write(delta("two"))
+        await writer.flush()  # stored now, not by a buffer that flushes later
+
+    def racing(reader: ResumableStreamReader) -> Subscription:
+        return WrittenWhileSubscribing(subscribe(reader), write_two)
+
+    monkeypatch.setattr(manager, "_subscribe", racing)
+    reader = await manager.create_resumable_reader("s1", 0)
+    assert reader is not None
+    seen: list[str] = []
+
+    async def read_two() -> None:
+        async for chunk, _ in reader:
+            assert isinstance(chunk, TextDelta)
+            seen.append(chunk.delta)
+            if len(seen) == 2:
+                return
+
+    try:
+        await asyncio.wait_for(read_two(), 10)
+        assert seen == ["one", "two"]
+    finally:
+        await reader.aclose()
+        await warm.aclose()
+        await manager.aclose()

@@ -104,10 +104,15 @@ async def test_readers_tailing_three_hundred_streams_subscribe_in_a_few_commands
         writers = [await manager.create_writer(s, "a") for s in streams]
         before = calls(redis_client, "subscribe")
         readers = await asyncio.gather(*(manager.create_resumable_reader(s) for s in streams))
+        pages = calls(redis_client, "xrange")
         tails = [asyncio.ensure_future(_sequences(r)) for r in readers]
         await asyncio.sleep(0.5)  # every reader is tailing now
         subscribes = calls(redis_client, "subscribe") - before
         assert 1 <= subscribes <= 5, subscribes  # one by one, it was 300
+        # Subscribed, each reader checks that its stream did not move on meanwhile: a position read
+        # with the others', not a page of its own; and each channel is subscribed once (a second
+        # confirmation would send its readers to read their streams again).
+        assert calls(redis_client, "xrange") == pages
         for writer in writers:
             await writer.write_many(texts(2))
         for stream_id in streams[:150]:  # half the readers leave: their channels go in a few commands
