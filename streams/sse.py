@@ -94,6 +94,27 @@ def encode_event(data: Any, *, id: int | str | None = None, event: str | None = 
     return head + b"data: " + payload + b"\n\n"
 
 
+_UNPREFIXED = frozenset({"CONTENT_TYPE", "CONTENT_LENGTH"})
+_meta_names: dict[str, str] = {}
+
+
+def _meta_name(name: str) -> str:
+    """The ``META`` key of header ``name``, as Django's request stores it (``HTTP_LAST_EVENT_ID``)."""
+    key = _meta_names.get(name)
+    if key is None:
+        key = name.upper().replace("-", "_")
+        key = _meta_names[name] = key if key in _UNPREFIXED else "HTTP_" + key
+    return key
+
+
+def _meta_of(source: Any) -> dict[str, Any] | None:
+    """The ``META`` of a Django request (a DRF request passes its own on): a dict lookup per
+    header, where ``request.headers`` builds a mapping of them all first and raises ``KeyError``
+    inside for every header that is absent."""
+    meta = getattr(source, "META", None)
+    return meta if type(meta) is dict else None
+
+
 def _headers_of(source: Any) -> Mapping[str, Any] | None:
     headers = getattr(source, "headers", None)  # Django HttpRequest, or anything with .headers
     if headers is not None:
@@ -117,6 +138,9 @@ def _lookup(headers: Mapping[str, Any], name: str) -> Any:
 def header_value(source: Any, name: str) -> Any:
     """Header ``name`` (any case) of ``source``: a request with ``.headers``, a mapping of header
     names, or a WSGI/ASGI-style ``META`` mapping (``HTTP_…`` keys); ``None`` when absent."""
+    meta = _meta_of(source)
+    if meta is not None:
+        return meta.get(_meta_name(name))
     headers = _headers_of(source)
     return None if headers is None else _lookup(headers, name)
 
@@ -144,6 +168,13 @@ def extract_resume_position(source: Any) -> int | None:
     oversized value.
     """
     if source is None:
+        return None
+    meta = _meta_of(source)
+    if meta is not None:
+        for name in RESUME_HEADERS:
+            value = meta.get(_meta_name(name))
+            if value is not None and value.strip():
+                return _parse_position(value, name)
         return None
     headers = _headers_of(source)
     if headers is None:

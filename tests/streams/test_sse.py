@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from django.test import RequestFactory
+from rest_framework.request import Request
 
 from streams.backends import StreamManager
 from streams.exceptions import ResumePositionError
@@ -17,6 +18,7 @@ from streams.sse import (
     UI_MESSAGE_STREAM_HEADERS,
     encode_event,
     extract_resume_position,
+    header_value,
     wire_events,
     with_keep_alive,
 )
@@ -83,6 +85,22 @@ def test_extract_resume_position_from_a_django_request() -> None:
     request = RequestFactory().get("/", HTTP_X_RESUME_FROM_SEQUENCE="4")
     assert extract_resume_position(request) == 4
     assert extract_resume_position(RequestFactory().get("/")) is None
+    # Precedence as for a header mapping; a blank header is no position; DRF's request too.
+    request = RequestFactory().get("/", HTTP_X_RESUME_AT="1", HTTP_X_RESUME_FROM_SEQUENCE="2", HTTP_LAST_EVENT_ID=" ")
+    assert extract_resume_position(request) == 2
+    assert extract_resume_position(Request(request)) == 2
+    with pytest.raises(ResumePositionError) as info:
+        extract_resume_position(RequestFactory().get("/", HTTP_X_RESUME_AT="-4"))
+    assert info.value.header == "X-Resume-At"
+
+
+def test_header_value_of_a_request_reads_its_meta() -> None:
+    request = RequestFactory().get("/", HTTP_X_EXISTING_MESSAGE_ID="msg-1", CONTENT_TYPE="text/plain")
+    assert header_value(request, "x-existing-message-id") == "msg-1"
+    assert header_value(Request(request), "X-Existing-Message-Id") == "msg-1"
+    assert header_value(request, "Content-Type") == "text/plain"
+    assert header_value(request, "X-Absent") is None
+    assert header_value({"X-Existing-Message-Id": "msg-2"}, "x-existing-message-id") == "msg-2"
 
 
 @pytest.mark.parametrize(
