@@ -39,8 +39,10 @@ class PageAhead:
         if session_id != self.session_id or start != self.position:
             self.cancel()
             return None
+        task = self._task
         with contextlib.suppress(Exception):
-            return await asyncio.shield(self._task)
+            # Read already (the database hop took longer): no shield, and no turn of the loop.
+            return task.result() if task.done() else await asyncio.shield(task)
         return None
 
     def cancel(self) -> None:

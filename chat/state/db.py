@@ -161,8 +161,24 @@ async def together(work: Callable[[], T], ahead: ReadAhead | None = None) -> T:
 def _hop(loop: asyncio.AbstractEventLoop, calls: list[_Call]) -> None:
     if _open.get(loop) is calls:
         del _open[loop]
-    hop = loop.run_in_executor(_DB_THREADS, _run_together, calls)
-    hop.add_done_callback(functools.partial(_answer, calls))
+    try:
+        _DB_THREADS.submit(_run_and_answer, loop, calls)
+    except RuntimeError as exc:  # the pool is shut down: the interpreter is exiting
+        _answer(calls, [(False, exc)] * len(calls))
+
+
+def _run_and_answer(loop: asyncio.AbstractEventLoop, calls: list[_Call]) -> None:
+    """The hop on its database thread; its outcomes handed back to the loop in one callback.
+    (``run_in_executor`` would take two more turns of the loop: its future's state copied over
+    by one callback, then the callbacks of that future by another.)"""
+    try:
+        outcomes = _run_together(calls)
+    except BaseException as exc:  # the hop itself failed: every call with it
+        outcomes = [(False, exc)] * len(calls)
+    try:
+        loop.call_soon_threadsafe(_answer, calls, outcomes)
+    except RuntimeError:  # the loop closed meanwhile: no one is waiting
+        pass
 
 
 def _run_together(calls: list[_Call]) -> list[tuple[bool, Any]]:
@@ -196,15 +212,7 @@ def _run_together(calls: list[_Call]) -> list[tuple[bool, Any]]:
     return outcomes
 
 
-def _answer(calls: list[_Call], hop: asyncio.Future[list[tuple[bool, Any]]]) -> None:
-    if hop.cancelled():  # the loop is shutting down
-        for call in calls:
-            call.future.cancel()
-        return
-    try:
-        outcomes = hop.result()
-    except BaseException as exc:  # the hop itself failed: every call with it
-        outcomes = [(False, exc)] * len(calls)
+def _answer(calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
     for call, (ok, value) in zip(calls, outcomes, strict=True):
         if call.future.done():  # its caller went away (a client that disconnected)
             continue
