@@ -40,7 +40,8 @@ _NETWORK_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 class TailSubscription(Subscription):
-    """One reader's mailbox at the hub."""
+    """One reader's mailbox at the hub. A reconnect storm leaves thousands of them waiting, so a
+    mailbox holds no event objects of its own: one future while its reader waits."""
 
     max_backlog = 256
 
@@ -49,41 +50,56 @@ class TailSubscription(Subscription):
         self.stream_id = stream_id
         self.channel = channel
         self._items: deque[list[StoredChunk] | BaseException | None] = deque()
-        self._event = asyncio.Event()
-        self._ready = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None  # while its reader waits
+        self.live = False  # its channel's subscription was confirmed
         self._closed = False
 
     async def ready(self) -> None:
         self.hub.attach(self)
-        await self._ready.wait()
+        while not self.live and not self._failed():
+            await self._sleep()
         self._raise_if_error()
 
+    async def _sleep(self) -> None:
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _failed(self) -> bool:
+        return bool(self._items) and isinstance(self._items[0], BaseException)
+
     def _raise_if_error(self) -> None:
-        if self._items and isinstance(self._items[0], BaseException):
+        if self._failed():
             raise self._items.popleft()  # type: ignore[misc]
 
     def subscribed(self) -> None:
         """The channel is (again) subscribed: notifications from now on will arrive."""
-        if self._ready.is_set():
+        if self.live:
             self.push(_REREAD)  # we may have missed some while the connection was down
         else:
-            self._ready.set()
+            self.live = True
+            self._wake()
 
     def push(self, item: list[StoredChunk] | BaseException | None) -> None:
         if isinstance(item, BaseException):
             self._items.appendleft(item)
-            self._ready.set()
         elif len(self._items) >= self.max_backlog:
             self._items.clear()  # a slow reader: drop the backlog, it re-reads from the store
             self._items.append(_REREAD)
         else:
             self._items.append(item)
-        self._event.set()
+        self._wake()
 
     async def wait(self) -> list[StoredChunk] | None:
         while not self._items:
-            self._event.clear()
-            await self._event.wait()
+            await self._sleep()
         self._raise_if_error()
         return self._items.popleft()  # type: ignore[return-value]
 
@@ -178,7 +194,7 @@ class TailHub:
         subscribers.add(subscription)
         if len(subscribers) == 1:
             self._ask("SUBSCRIBE", subscription.channel)
-        elif len(subscribers) > 1 and any(s._ready.is_set() for s in subscribers if s is not subscription):
+        elif len(subscribers) > 1 and any(s.live for s in subscribers if s is not subscription):
             subscription.subscribed()
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
