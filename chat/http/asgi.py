@@ -30,7 +30,7 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse
 from django.http.response import HttpResponseBase
-from django.urls import Resolver404, ResolverMatch, get_resolver, resolve
+from django.urls import Resolver404, ResolverMatch, get_resolver
 from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
 
@@ -70,7 +70,9 @@ def _stream_route(scope: dict[str, Any]) -> ResolverMatch | None:
     if root and path.startswith(root):
         path = path[len(root) :]
     try:
-        match = resolve(path)
+        # The site's URLconf: no middleware runs here to set another for the request (resolve()
+        # would look that up in a context-local first, every time).
+        match = get_resolver().resolve(path)
     except Resolver404:
         return None
     view_class = getattr(match.func, "helix_view", None)
@@ -89,6 +91,7 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
         await send({"type": "http.response.body", "body": response.content})  # type: ignore[attr-defined]
         return
     body = getattr(response, "helix_body", None) or response.streaming_content  # type: ignore[attr-defined]
+    del response  # the body is all a stream needs from here: not its response, headers and cookies
     # The body is sent from this task; a second one waits for the client to leave and then
     # cancels this one where its stream waits. Thousands of streams wait open at once, so each
     # holds one task more than the server's, not two and a wait on them.
@@ -98,9 +101,11 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
 
     async def watch() -> None:
         nonlocal left
-        with contextlib.suppress(Exception):  # a server that fails to say: as good as gone
+        try:
             while (await receive())["type"] != "http.disconnect":
                 pass
+        except Exception:  # a server that fails to say: as good as gone
+            pass
         if streaming:  # only while the body is sent: a cancel later would land in the clean-up
             left = True
             this.cancel()
@@ -174,6 +179,8 @@ class StreamRouter:
         if match is None:
             await self.django_app(scope, receive, send)
             return
-        # The request is not kept while its stream is open (minutes, thousands of them): the
-        # response's body holds what the stream needs.
-        await _send_response(await _respond(match, scope), receive, send)
+        # Neither the request nor its route is kept while its stream is open (minutes, thousands
+        # of them): the response's body holds what the stream needs.
+        responding = _respond(match, scope)
+        del match
+        await _send_response(await responding, receive, send)

@@ -133,12 +133,13 @@ class _ResumeMixin(HelixAPIView):
 
     async def get(self, request: Request, session_id: str) -> HttpResponseBase:
         """Stream the current run from the client's position (204 when there is nothing)."""
-        extract_resume_position(request)  # a malformed position is a 400, whatever the session
+        headers = request._request  # Django's request: its META, without DRF's attribute proxy
+        extract_resume_position(headers)  # a malformed position is a 400, whatever the session
         if not self.session_exists:
             return HttpResponse(status=204)
         key = caller_key(self.caller)
         admit(key)
-        response = await get_handler().handle_resume(session_id, request, run=self.latest_run, ahead=self.ahead)
+        response = await get_handler().handle_resume(session_id, headers, run=self.latest_run, ahead=self.ahead)
         return to_django(response, key)
 
 
