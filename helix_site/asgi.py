@@ -30,3 +30,10 @@ from chat.http.asgi import StreamRouter  # noqa: E402
 # Resumed streams skip Django's per-request thread (see chat.http.asgi); the rest is Django.
 http_app = StreamRouter(ASGIStaticFilesHandler(django_asgi_app) if settings.DEBUG else django_asgi_app)
 application = ProtocolTypeRouter({"http": http_app})
+
+# What start-up made (Django's apps, URLconf, views, settings: about 134,000 tracked objects)
+# lives as long as the process: out of the collector's sight from now on. A full collection in a
+# reconnect storm then walks the streams' objects alone (in-process, 3,000 resumes: 35 ms instead
+# of about 200; see the README's deployment section).
+gc.collect()
+gc.freeze()
