@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -135,14 +136,21 @@ def _lookup(headers: Mapping[str, Any], name: str) -> Any:
     return None
 
 
+def _header_reader(source: Any) -> Callable[[str], Any] | None:
+    """A lookup of ``source``'s headers by name (``None`` for a value with no headers): by
+    ``META`` key for a Django request, else through its header mapping."""
+    meta = _meta_of(source)
+    if meta is not None:
+        return lambda name: meta.get(_meta_name(name))
+    headers = _headers_of(source)
+    return None if headers is None else functools.partial(_lookup, headers)
+
+
 def header_value(source: Any, name: str) -> Any:
     """Header ``name`` (any case) of ``source``: a request with ``.headers``, a mapping of header
     names, or a WSGI/ASGI-style ``META`` mapping (``HTTP_…`` keys); ``None`` when absent."""
-    meta = _meta_of(source)
-    if meta is not None:
-        return meta.get(_meta_name(name))
-    headers = _headers_of(source)
-    return None if headers is None else _lookup(headers, name)
+    read = _header_reader(source)
+    return None if read is None else read(name)
 
 
 def _parse_position(value: Any, header: str | None) -> int:
@@ -169,22 +177,15 @@ def extract_resume_position(source: Any) -> int | None:
     """
     if source is None:
         return None
-    meta = _meta_of(source)
-    if meta is not None:
-        for name in RESUME_HEADERS:
-            value = meta.get(_meta_name(name))
-            if value is not None and value.strip():
-                return _parse_position(value, name)
-        return None
-    headers = _headers_of(source)
-    if headers is None:
+    read = _header_reader(source)
+    if read is None:
         if isinstance(source, bool) or not isinstance(source, (str, bytes, int)):
             raise ResumePositionError(f"Unsupported resume position source {type(source).__name__}")
         if isinstance(source, (str, bytes)) and not source.strip():
             return None
         return _parse_position(source, None)
     for name in RESUME_HEADERS:
-        value = _lookup(headers, name)
+        value = read(name)
         if value is not None and str(value).strip():
             return _parse_position(value, name)
     return None

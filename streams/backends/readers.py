@@ -15,7 +15,7 @@ import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Protocol
 
 from streams.backends.records import TERMINAL, ReadPage, StreamStatus
@@ -98,18 +98,14 @@ class _Watchdog:
     async def _verify(self) -> None:
         await asyncio.sleep(0)  # the readers subscribed in this turn of the loop go together
         readers, self._unverified = self._unverified, []
-        stores: dict[int, list[ResumableStreamReader]] = {}
-        for reader in readers:
-            stores.setdefault(id(reader.manager), []).append(reader)
-        for batch in stores.values():
-            for start in range(0, len(batch), _CHECK_BATCH):
-                await self._check(batch[start : start + _CHECK_BATCH], time.monotonic(), strict=True)
+        for batch in _by_store(readers):
+            await self._check(batch, time.monotonic(), strict=True)
 
     async def _run(self) -> None:
         while self.readers:
             await asyncio.sleep(RECHECK_SECONDS)
             now = time.monotonic()
-            idle: dict[int, list[ResumableStreamReader]] = {}
+            idle: list[ResumableStreamReader] = []
             for reader in list(self.readers):
                 subscription = reader._subscription
                 if subscription is None:
@@ -118,11 +114,10 @@ class _Watchdog:
                     reader._keep_alive_due = True
                     subscription.nudge()
                 if now - reader._heard_at >= RECHECK_SECONDS:
-                    idle.setdefault(id(reader.manager), []).append(reader)
-            for readers in idle.values():
-                for start in range(0, len(readers), _CHECK_BATCH):  # small slices: live readers go first
-                    await self._check(readers[start : start + _CHECK_BATCH], now)
-                    await asyncio.sleep(0)
+                    idle.append(reader)
+            for batch in _by_store(idle):  # small slices: live readers go first
+                await self._check(batch, now)
+                await asyncio.sleep(0)
 
     @staticmethod
     async def _check(readers: list[ResumableStreamReader], now: float, *, strict: bool = False) -> None:
@@ -146,6 +141,16 @@ class _Watchdog:
             if position is None or position[0] != reader.status or position[1] > reader._cursor:
                 reader._heard_at = now
                 subscription.nudge()
+
+
+def _by_store(readers: list[ResumableStreamReader]) -> Iterator[list[ResumableStreamReader]]:
+    """``readers`` by store, in slices of at most :data:`_CHECK_BATCH`: one position read each."""
+    stores: dict[int, list[ResumableStreamReader]] = {}
+    for reader in readers:
+        stores.setdefault(id(reader.manager), []).append(reader)
+    for batch in stores.values():
+        for start in range(0, len(batch), _CHECK_BATCH):
+            yield batch[start : start + _CHECK_BATCH]
 
 
 _watchdogs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
