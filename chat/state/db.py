@@ -22,9 +22,10 @@ driver's error is logged, and chained as its cause.
 
 :func:`together` is for the many small calls of a moment, such as the pipelines of a storm of
 reconnecting streams: the calls made in one turn of the event loop run one after another in one
-hop to a database thread, each as :func:`db` would run it, with their compiled reads shared and
-read ahead together (:func:`~chat.state.compiled.shared_reads`). A thousand resumes then cost tens
-of hops and tens of run reads, not a thousand of each.
+hop to a database thread, each retried as :func:`db` would retry it, with the connection tidied
+around the hop (and again after a call that failed) and their compiled reads shared and read
+ahead together (:func:`~chat.state.compiled.shared_reads`). A thousand resumes then cost tens of
+hops, tens of run reads and tens of connection checks, not a thousand of each.
 """
 
 from __future__ import annotations
@@ -73,10 +74,10 @@ def _connect() -> None:
                 raise
 
 
-def _tidy(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _retrying(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``function`` on the thread's connection (opened by :func:`_connect`), run once more on a
+    fresh one if the server went away under it."""
     for attempt in (1, 2):
-        close_old_connections()
-        _connect()
         try:
             return function(*args, **kwargs)
         except (OperationalError, InterfaceError):
@@ -87,9 +88,17 @@ def _tidy(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                 raise
             logger.warning("the database connection was lost during %s: retrying once", function.__qualname__)
             connection.close()
-        finally:
-            close_old_connections()
+            _connect()
     raise AssertionError("unreachable")
+
+
+def _tidy(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    close_old_connections()
+    try:
+        _connect()
+        return _retrying(function, *args, **kwargs)
+    finally:
+        close_old_connections()
 
 
 def db(function: Callable[P, T]) -> Callable[P, Awaitable[T]]:
@@ -182,34 +191,63 @@ def _run_and_answer(loop: asyncio.AbstractEventLoop, calls: list[_Call]) -> None
 
 
 def _run_together(calls: list[_Call]) -> list[tuple[bool, Any]]:
+    """The calls of a hop one after another, tidied around the hop as :func:`db` tidies around
+    one call (a thousand resumes are thousands of calls), and again after a call that failed."""
     outcomes: list[tuple[bool, Any]] = []
-    with shared_reads():
-        keys: dict[Callable[[list[Any]], None], list[Any]] = {}
-        for call in calls:
-            if call.ahead is not None:
-                keys.setdefault(call.ahead.read, []).append(call.ahead.key)
-        failed: dict[Callable[[list[Any]], None], Exception] = {}
-        for read, wanted in keys.items():
-            distinct = list(dict.fromkeys(wanted))
-            if len(distinct) < 2:  # one key: its first call's read is shared (cheaper than a read for many)
-                continue
-            try:
-                _tidy(read, distinct)
-            except (OperationalError, InterfaceError) as exc:
-                # The database is down or stalled: the calls that wanted the read fail with it now,
-                # rather than each waiting for the same stall once more.
-                failed[read] = exc
-            except Exception:  # a bug in the read: each call reads for itself
-                logger.exception("reading ahead for %d keys failed", len(distinct))
-        for call in calls:
-            if call.ahead is not None and call.ahead.read in failed:
-                outcomes.append((False, failed[call.ahead.read]))
-                continue
-            try:
-                outcomes.append((True, call.context.run(_tidy, call.work)))
-            except BaseException as exc:  # the call's own error, raised in its caller
-                outcomes.append((False, exc))
+    close_old_connections()
+    try:
+        _connect()  # down past its patience: every call of the hop fails with it (none has run)
+        with shared_reads():
+            failed = _read_ahead(calls)
+            down: Exception | None = None
+            for call in calls:
+                error = down or (failed.get(call.ahead.read) if call.ahead is not None else None)
+                if error is not None:
+                    outcomes.append((False, error))
+                    continue
+                try:
+                    outcomes.append((True, call.context.run(_retrying, call.work)))
+                except BaseException as exc:  # the call's own error, raised in its caller
+                    outcomes.append((False, exc))
+                    down = _reconnect()
+    finally:
+        close_old_connections()
     return outcomes
+
+
+def _reconnect() -> Exception | None:
+    """After a call failed, as :func:`db` does after any call: the connection closed if that left
+    it unusable, and opened again; the database's error if it cannot be (the calls left fail with
+    it rather than each waiting as long again)."""
+    close_old_connections()
+    try:
+        _connect()
+    except (OperationalError, InterfaceError) as exc:
+        return exc
+    return None
+
+
+def _read_ahead(calls: list[_Call]) -> dict[Callable[[list[Any]], None], Exception]:
+    """The reads the calls of a hop declared, each made once for all their keys; the reads the
+    database failed, with their errors."""
+    keys: dict[Callable[[list[Any]], None], list[Any]] = {}
+    for call in calls:
+        if call.ahead is not None:
+            keys.setdefault(call.ahead.read, []).append(call.ahead.key)
+    failed: dict[Callable[[list[Any]], None], Exception] = {}
+    for read, wanted in keys.items():
+        distinct = list(dict.fromkeys(wanted))
+        if len(distinct) < 2:  # one key: its first call's read is shared (cheaper than a read for many)
+            continue
+        try:
+            _retrying(read, distinct)
+        except (OperationalError, InterfaceError) as exc:
+            # The database is down or stalled: the calls that wanted the read fail with it now,
+            # rather than each waiting for the same stall once more.
+            failed[read] = exc
+        except Exception:  # a bug in the read: each call reads for itself
+            logger.exception("reading ahead for %d keys failed", len(distinct))
+    return failed
 
 
 def _answer(calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:

@@ -61,7 +61,7 @@ async def test_a_database_that_does_not_answer_is_a_typed_503_without_the_driver
     def stalled(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError('canceling statement due to lock timeout on relation "chat_run" (host db-7)')
 
-    monkeypatch.setattr("chat.state.db._tidy", stalled)
+    monkeypatch.setattr("chat.state.db._retrying", stalled)
     for response in (
         await post(alice, session_id, ui_body("Hi", session_id)),
         await alice.get(f"/api/chat/{session_id}/stream"),

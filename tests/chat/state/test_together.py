@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import django.db
 import pytest
 from django.contrib.auth.models import User
 from django.db import OperationalError, connection
@@ -97,6 +98,75 @@ async def test_a_database_failure_is_the_typed_error_of_the_calls_it_touches(mon
     # the same stall again; one that failed otherwise leaves each call to read for itself.
     assert isinstance(outcomes[1], DatabaseUnavailableError) and isinstance(outcomes[2], DatabaseUnavailableError)
     assert list(outcomes[3:]) == ["broken", "broken too", "plain"] and ran == ["broken", "broken too", "plain"]
+
+
+async def test_a_hop_checks_its_connection_around_the_hop_and_after_a_failed_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checks: list[str] = []
+    real_check = django.db.close_old_connections
+
+    def check() -> None:
+        checks.append("check")
+        real_check()
+
+    def fails() -> None:
+        checks.append("fails")
+        raise ValueError("a call's own error")
+
+    def work(n: int) -> int:
+        checks.append(f"call {n}")
+        return n
+
+    monkeypatch.setattr(db_module, "close_old_connections", check)
+    calls = [functools.partial(work, n) for n in range(8)]
+    assert await asyncio.gather(*(together(call) for call in calls)) == list(range(8))
+    # Eight calls, one check before the hop and one after: not two per call.
+    assert checks == ["check", *(f"call {n}" for n in range(8)), "check"]
+
+    checks.clear()
+    outcomes = await asyncio.gather(
+        together(functools.partial(work, 0)),
+        together(fails),
+        together(functools.partial(work, 1)),
+        return_exceptions=True,
+    )
+    assert outcomes[0] == 0 and isinstance(outcomes[1], ValueError) and outcomes[2] == 1
+    assert checks == ["check", "call 0", "fails", "check", "call 1", "check"]
+
+
+async def test_the_calls_after_a_failed_call_fail_when_the_database_is_then_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[int] = []
+    gone = threading.Event()
+    real_connect = db_module._connect
+
+    def connect() -> None:
+        if gone.is_set():
+            raise OperationalError("connection refused")
+        real_connect()
+
+    def dies() -> None:
+        gone.set()
+        raise OperationalError("server closed the connection unexpectedly")
+
+    def work(n: int) -> int:
+        ran.append(n)
+        return n
+
+    monkeypatch.setattr(db_module, "_connect", connect)
+    outcomes = await asyncio.gather(
+        together(functools.partial(work, 0)),
+        together(dies),
+        together(functools.partial(work, 1)),
+        together(functools.partial(work, 2)),
+        return_exceptions=True,
+    )
+    # The call that ran keeps its result; the rest fail at once with the database's error
+    # instead of each waiting for it again, and none of them ran.
+    assert outcomes[0] == 0 and ran == [0]
+    assert all(isinstance(outcome, DatabaseUnavailableError) for outcome in outcomes[1:])
 
 
 async def test_the_runs_of_a_hops_resumes_are_read_in_one_query_and_each_call_reads_none() -> None:
