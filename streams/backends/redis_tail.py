@@ -177,6 +177,10 @@ class TailHub:
 
     #: Seconds of silence after which the connection is pinged (and after another, dropped).
     health_check_interval = 30.0
+    #: Seconds the connection is kept once its last reader has left: the next stream to go live
+    #: then subscribes on it, instead of connecting (a round trip and a handshake more before its
+    #: first live event, and a connection opened and closed per stream on a quiet process).
+    idle_linger = 10.0
     read_size = 1 << 16
 
     def __init__(self, client: Redis, *, retry_timeout: float) -> None:
@@ -188,8 +192,12 @@ class TailHub:
         self._commands: set[asyncio.Future[None]] = set()
         self._asked: list[tuple[str, bytes]] = []  # (un)subscribes not sent yet
         self._lock = asyncio.Lock()
+        self._linger: asyncio.TimerHandle | None = None  # while no reader tails: when to let go
 
     def attach(self, subscription: TailSubscription) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         subscribers = self._subscriptions.setdefault(subscription.channel, set())
         subscribers.add(subscription)
         if len(subscribers) == 1:
@@ -207,10 +215,17 @@ class TailHub:
         if subscribers:
             return
         del self._subscriptions[subscription.channel]
-        if self._subscriptions:
+        if self._subscriptions or self._task is not None:
             self._ask("UNSUBSCRIBE", subscription.channel)
-        elif self._task is not None:
-            self._task.cancel()  # nothing left to tail: give the connection back
+        if not self._subscriptions and self._task is not None and self._linger is None:
+            # Nothing left to tail: the connection waits a while for the next stream to go live.
+            self._linger = asyncio.get_running_loop().call_later(self.idle_linger, self._let_go)
+
+    def _let_go(self) -> None:
+        """Give the connection back: no reader has tailed for ``idle_linger`` seconds."""
+        self._linger = None
+        if not self._subscriptions and self._task is not None:
+            self._task.cancel()
             self._task = None
 
     def _ask(self, command: str, channel: bytes) -> None:
@@ -363,6 +378,9 @@ class TailHub:
 
     async def aclose(self) -> None:
         self._subscriptions.clear()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

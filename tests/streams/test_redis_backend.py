@@ -142,6 +142,47 @@ def _pubsub_ids(client: redis.Redis, manager: RedisStreamManager) -> set[str]:
     return {c["id"] for c in helix_connections(client, manager) if "P" in str(c.get("flags"))}
 
 
+async def test_the_tail_connection_waits_a_while_for_the_next_stream_and_then_goes(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quiet process's streams go live one after another: each subscribes on the connection the
+    last one left, instead of connecting (and the last one's channel is unsubscribed)."""
+    monkeypatch.setattr(TailHub, "idle_linger", 0.6)
+    manager = RedisStreamManager(redis_url, key_prefix=key_prefix)
+
+    def channels() -> list[str]:
+        return [str(c) for c in redis_client.pubsub_channels() if key_prefix in str(c)]
+
+    async def tail_once(stream_id: str) -> None:
+        writer = await manager.create_writer(stream_id, "a")
+        reader = await manager.create_resumable_reader(stream_id)
+        assert reader is not None
+        first = asyncio.ensure_future(reader.__anext__())
+        await asyncio.sleep(0.1)  # caught up, and subscribed
+        assert len(channels()) == 1
+        await writer.write(text(stream_id))
+        assert (await asyncio.wait_for(first, 5))[1] == 1
+        await reader.aclose()
+
+    def connected() -> set[str]:
+        return {c["id"] for c in helix_connections(redis_client, manager)}
+
+    try:
+        await tail_once("one")
+        await asyncio.sleep(0.1)
+        hub = manager._state().hub
+        kept, before = hub._connection, connected()
+        assert kept is not None and channels() == []  # kept, and subscribed to nothing
+        await tail_once("two")
+        assert hub._connection is kept and connected() == before  # no connection made
+        await asyncio.sleep(1.0)  # longer than the linger with no stream tailed
+        assert hub._connection is None and len(before - connected()) == 1
+        await tail_once("three")  # and a new connection when one goes live after that
+        assert hub._connection is not None and len(connected() - before) == 1
+    finally:
+        await manager.aclose()
+
+
 async def test_a_silent_tail_connection_is_pinged_and_a_dead_one_replaced(
     redis_url: str,
     redis_client: redis.Redis,
