@@ -31,11 +31,12 @@ hops, tens of run reads and tens of connection checks, not a thousand of each.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -92,13 +93,21 @@ def _retrying(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     raise AssertionError("unreachable")
 
 
-def _tidy(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+@contextlib.contextmanager
+def _tidied() -> Iterator[None]:
+    """The thread's connection closed if unusable or old, and opened, before the block; closed if
+    the block left it unusable, after."""
     close_old_connections()
     try:
         _connect()
-        return _retrying(function, *args, **kwargs)
+        yield
     finally:
         close_old_connections()
+
+
+def _tidy(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    with _tidied():
+        return _retrying(function, *args, **kwargs)
 
 
 def db(function: Callable[P, T]) -> Callable[P, Awaitable[T]]:
@@ -194,24 +203,20 @@ def _run_together(calls: list[_Call]) -> list[tuple[bool, Any]]:
     """The calls of a hop one after another, tidied around the hop as :func:`db` tidies around
     one call (a thousand resumes are thousands of calls), and again after a call that failed."""
     outcomes: list[tuple[bool, Any]] = []
-    close_old_connections()
-    try:
-        _connect()  # down past its patience: every call of the hop fails with it (none has run)
-        with shared_reads():
-            failed = _read_ahead(calls)
-            down: Exception | None = None
-            for call in calls:
-                error = down or (failed.get(call.ahead.read) if call.ahead is not None else None)
-                if error is not None:
-                    outcomes.append((False, error))
-                    continue
-                try:
-                    outcomes.append((True, call.context.run(_retrying, call.work)))
-                except BaseException as exc:  # the call's own error, raised in its caller
-                    outcomes.append((False, exc))
-                    down = _reconnect()
-    finally:
-        close_old_connections()
+    # A database down past its patience fails the whole hop here, before any call has run.
+    with _tidied(), shared_reads():
+        failed = _read_ahead(calls)
+        down: Exception | None = None
+        for call in calls:
+            error = down or (failed.get(call.ahead.read) if call.ahead is not None else None)
+            if error is not None:
+                outcomes.append((False, error))
+                continue
+            try:
+                outcomes.append((True, call.context.run(_retrying, call.work)))
+            except BaseException as exc:  # the call's own error, raised in its caller
+                outcomes.append((False, exc))
+                down = _reconnect()
     return outcomes
 
 

@@ -195,9 +195,7 @@ class TailHub:
         self._linger: asyncio.TimerHandle | None = None  # while no reader tails: when to let go
 
     def attach(self, subscription: TailSubscription) -> None:
-        if self._linger is not None:
-            self._linger.cancel()
-            self._linger = None
+        self._stop_lingering()
         subscribers = self._subscriptions.setdefault(subscription.channel, set())
         subscribers.add(subscription)
         if len(subscribers) == 1:
@@ -215,11 +213,16 @@ class TailHub:
         if subscribers:
             return
         del self._subscriptions[subscription.channel]
-        if self._subscriptions or self._task is not None:
-            self._ask("UNSUBSCRIBE", subscription.channel)
-        if not self._subscriptions and self._task is not None and self._linger is None:
-            # Nothing left to tail: the connection waits a while for the next stream to go live.
+        if self._task is None:  # closed
+            return
+        self._ask("UNSUBSCRIBE", subscription.channel)
+        if not self._subscriptions:  # nothing left to tail: the connection waits for the next stream
             self._linger = asyncio.get_running_loop().call_later(self.idle_linger, self._let_go)
+
+    def _stop_lingering(self) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
 
     def _let_go(self) -> None:
         """Give the connection back: no reader has tailed for ``idle_linger`` seconds."""
@@ -378,9 +381,7 @@ class TailHub:
 
     async def aclose(self) -> None:
         self._subscriptions.clear()
-        if self._linger is not None:
-            self._linger.cancel()
-            self._linger = None
+        self._stop_lingering()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
