@@ -15,7 +15,7 @@ import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterator
 from typing import Protocol
 
 from streams.backends.records import TERMINAL, ReadPage, StreamStatus
@@ -212,7 +212,9 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self._keep_alive: float | None = None  # seconds idle before batches() yields []
         self._keep_alive_due = False
         self._yielded_at = time.monotonic()  # when batches() last yielded
-        self._ahead: asyncio.Future[ReadPage | None] | None = None  # the next page, being read
+        # The page after the one being read, asked for ahead: (the sequence it starts after, its read).
+        self._ahead: tuple[int, asyncio.Future[ReadPage | None]] | None = None
+        self._reads = 0  # pages read after the first
         self._take_page(first_page)
         # Read again only for more than the first page held, or to see a final status once more;
         # a reader the first page caught up subscribes straight away (and then reads once more).
@@ -246,10 +248,6 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                     self.current_sequence = batch[-1][1]
                     self._keep_alive_due = False
                     self._yielded_at = time.monotonic()
-                    if self._need_read and self._cursor < self.total_chunks:
-                        # Catching up: the store reads the next page while the caller sends
-                        # this one, instead of each waiting for the other.
-                        self._ahead = asyncio.ensure_future(self._fetch())
                     yield batch
                     continue
                 if self._finished:
@@ -301,8 +299,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         """
         while True:
             if self._need_read:
-                ahead, self._ahead = self._ahead, None
-                page = await self._read(ahead)
+                page = await self._read(self._next_read())
                 if page is None:
                     await self.aclose()
                     raise StreamNotFoundError(self.stream_id, f"Stream {self.stream_id} was deleted while being read")
@@ -316,6 +313,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                     return
                 continue
             if self._subscription is None:
+                self._drop_ahead()  # caught up: a page asked for ahead has nothing new
                 # Caught up with a live stream: subscribe, then check (with the other readers
                 # subscribing now) that nothing was written before the subscription was live; a
                 # stream that moved on meanwhile nudges this reader to read it again.
@@ -335,31 +333,49 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
             elif self._buffer:
                 return
 
-    async def _read(self, ahead: asyncio.Future[ReadPage | None] | None = None) -> ReadPage | None:
-        """The next page (``ahead``'s, when it is being read already); an unreachable backend
-        closes the reader and raises."""
+    def _next_read(self) -> Awaitable[ReadPage | None]:
+        """The read of the page after the cursor: the one asked for ahead if it starts there,
+        else a new one. From the second such page on, while the reader is behind by more than the
+        page holds, the page after it is asked for now too, so that the store reads it while this
+        one is framed and sent (the caller's work on a page does not yield to the loop, so a read
+        asked for once a page has arrived would go out only after that page is sent). Not for the
+        first: a reconnect that reads a page or two and leaves costs the store no page more."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] != self._cursor:
+            _drop(ahead[1])
+            ahead = None
+        current = ahead[1] if ahead is not None else self._fetch(self._cursor, self._limit)
+        self._reads += 1
+        following = self._cursor + self._limit  # where a full page ends (sequences are dense)
+        if following < self.total_chunks and self._reads > 1:
+            self._ahead = (following, asyncio.ensure_future(self._fetch(following, self._limit)))
+        return current
+
+    async def _read(self, page: Awaitable[ReadPage | None]) -> ReadPage | None:
+        """``page``, read; an unreachable backend closes the reader and raises."""
         try:
-            return await (ahead if ahead is not None else self._fetch())
+            return await page
         except StreamUnavailableError:
             await self.aclose()
             raise
 
-    async def _fetch(self) -> ReadPage | None:
-        """Read the next page, retrying an unreachable backend with backoff for a while."""
+    async def _fetch(self, after: int, limit: int) -> ReadPage | None:
+        """Read a page after ``after``, retrying an unreachable backend with backoff for a while."""
         store = self.manager
         return await retry(
-            lambda: store._read_page(self.stream_id, self._cursor, self._limit),
+            lambda: store._read_page(self.stream_id, after, limit),
             StreamUnavailableError,
             Backoff(timeout=store.retry_timeout),
         )
 
+    def _drop_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            _drop(ahead[1])
+
     def _release(self) -> None:
         self._finished = True
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:  # a page read ahead that no one will take
-            if ahead.done() and not ahead.cancelled():
-                ahead.exception()  # retrieved: a failed read of a reader closed anyway is no news
-            ahead.cancel()
+        self._drop_ahead()
         if self._watchdog is not None:
             self._watchdog.readers.discard(self)
             self._watchdog = None
@@ -376,6 +392,13 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _drop(read: asyncio.Future[ReadPage | None]) -> None:
+    """Cancel a page read that no one will take."""
+    if read.done() and not read.cancelled():
+        read.exception()  # retrieved: a failed read no one takes is no news
+    read.cancel()
 
 
 class StreamReader(AsyncIterator[Chunk]):

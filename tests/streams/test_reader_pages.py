@@ -1,7 +1,7 @@
 """A reader catching up on a long stream reads few pages: they grow from the store's ``page_size``
 (a quick first event) to about ``PAGE_BYTES`` of stored chunks; pages of large chunks stay small,
 so a client that stops reading makes the server hold a bounded page. Read in batches, the next
-page is read while the caller sends the last one."""
+page is on its way from Redis while the caller frames and sends the last one."""
 
 from __future__ import annotations
 
@@ -26,13 +26,14 @@ class CountingPages(RedisStreamManager):
         self.limits: list[int] = []
         self.sizes: list[int] = []
         self.started = 0  # reads begun
-        self.gate = asyncio.Event()  # cleared: reads after the first wait for it
+        self.gate = asyncio.Event()  # cleared: reads after the first ``hold_from`` wait for it
         self.gate.set()
+        self.hold_from = 1
         self.fail_after: int | None = None  # reads after this many raise, as an unreachable Redis
 
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
         self.started += 1
-        if self.started > 1:
+        if self.started > self.hold_from:
             await self.gate.wait()
         if self.fail_after is not None and self.started > self.fail_after:
             raise StreamUnavailableError("s1", "Redis is unreachable")
@@ -81,29 +82,49 @@ async def test_pages_of_large_chunks_stay_small(store: CountingPages) -> None:
     assert set(limits) == {store.page_size}, limits  # 128 x 2 KB is over the page budget already
 
 
-async def test_batches_read_the_next_page_while_the_caller_sends_this_one(store: CountingPages) -> None:
+async def test_batches_read_the_next_page_while_the_caller_sends_this_one(store: CountingPages, redis_url: str) -> None:
+    """A server's send does not yield to the loop: the read of the next page has to be on its way
+    to Redis when a batch is handed over, not merely scheduled to start. From the third batch on:
+    the first page's reader asks for one page at a time (a reconnect that leaves soon)."""
+    import redis
+
+    stats = redis.Redis.from_url(redis_url)
+
+    def xranges() -> int:
+        return int(stats.info("commandstats").get("cmdstat_xrange", {}).get("calls", 0))
+
     await write(store, 5_000, 40)
+    warm = await store.create_resumable_reader("s1", 0)  # the pool opens its connections
+    assert warm is not None
+    async for _ in warm:
+        pass
+    before = xranges()
     reader = await store.create_resumable_reader("s1", 0)
     assert reader is not None
     seen: list[int] = []
+    handed = 0
     async for batch in reader.batches():
+        handed += 1
+        # No await in here: Redis has the next page's XRANGE already, besides this page's.
+        if handed > 2 and batch[-1][0].delta[:6] < "004999":  # type: ignore[union-attr]
+            assert xranges() - before == handed + 1, "the next page was not asked for"
         seen += [int(chunk.delta[:6]) for chunk, _ in batch]  # type: ignore[union-attr]
-        await asyncio.sleep(0)  # the caller sends the batch: the loop runs other tasks
-        if seen[-1] < 4_999:
-            assert store.started == len(store.limits) + 1, "the next page was not being read"
+    stats.close()
     assert seen == list(range(5_000))  # every chunk, once, in order
-    assert len(store.limits) > 2
+    assert handed > 3
 
 
 async def test_a_reader_closed_while_it_reads_ahead_leaves_no_read_behind(store: CountingPages) -> None:
     await write(store, 5_000, 40)
     reader = await store.create_resumable_reader("s1", 0)
     assert reader is not None
-    store.gate.clear()  # the read ahead waits
+    store.hold_from = 3
+    store.gate.clear()  # the read ahead (the fourth: it starts with the third page) waits
     batches = reader.batches()
-    await anext(batches)
+    for _ in range(3):
+        await anext(batches)
     await asyncio.sleep(0)
-    assert store.started == 2
+    assert store.started == 4
     await batches.aclose()  # the client left
     await asyncio.sleep(0)
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
