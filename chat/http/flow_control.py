@@ -16,6 +16,11 @@ Either way, a client paused for longer than ``stall_timeout`` seconds (a phone t
 network, a reader that hung) is disconnected: the stream's chunks stay in the store, and the
 client resumes from its last event id when it comes back. Under any other server ``send`` is
 returned unchanged.
+
+The waits are ``asyncio.timeout`` blocks, not ``asyncio.wait_for``. When a client leaves, the
+wait for its socket ends (Twisted stops the producer) in the same turn of the loop as the
+server's disconnect cancels the response; Python 3.11's ``wait_for`` then returns as though
+nothing had been cancelled, and the response would go on reading its stream for no one.
 """
 
 from __future__ import annotations
@@ -93,7 +98,8 @@ def _uvicorn_controlled(send: Send, cycle: Any, stall_timeout: float) -> Send:
         flow = cycle.flow
         if flow.write_paused and not cycle.disconnected:
             try:
-                await asyncio.wait_for(flow.drain(), stall_timeout)
+                async with asyncio.timeout(stall_timeout):
+                    await flow.drain()
             except TimeoutError:
                 _stalled(stall_timeout)
                 cycle.transport.abort()
@@ -139,7 +145,8 @@ def flow_controlled(send: Send, *, stall_timeout: float) -> Send:
         if producer.writable.is_set():
             return
         try:
-            await asyncio.wait_for(producer.writable.wait(), stall_timeout)
+            async with asyncio.timeout(stall_timeout):
+                await producer.writable.wait()
         except TimeoutError:
             state["done"] = True
             unregister()

@@ -149,6 +149,42 @@ async def test_a_resume_streams_and_a_disconnect_releases_the_reader() -> None:
     assert (await get_stream_manager().get_stream_info(session_id)).status == "active"  # type: ignore[union-attr]
 
 
+async def test_a_client_that_leaves_during_a_send_that_swallows_the_cancel_still_releases_the_reader() -> None:
+    """A server's send can end a wait in the same turn of the loop as the disconnect cancels the
+    response, and a wait that swallows the cancel then (as Python 3.11's ``asyncio.wait_for``
+    does) must not leave the stream open for a client that is gone."""
+    session_id, token = await owned_session()
+    in_send = asyncio.Event()
+    swallowed = False
+
+    async def receive() -> dict[str, Any]:
+        await in_send.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal swallowed
+        if message["type"] == "http.response.body" and b'"delta":"Hello"' in message.get("body", b""):
+            in_send.set()
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                swallowed = True
+
+    async def django_app(*args: Any) -> None:
+        raise AssertionError("a resume must not reach Django")
+
+    task = asyncio.ensure_future(
+        StreamRouter(django_app)(
+            scope(f"/api/chat/{session_id}/stream", headers={"Authorization": f"Token {token}"}), receive, send
+        )
+    )
+    await asyncio.wait_for(in_send.wait(), 5)
+    stream = get_stream_manager()._streams[session_id]  # type: ignore[attr-defined]
+    await asyncio.wait_for(task, 5)  # it ends: the stream is live, so it would wait for more
+    assert swallowed
+    assert len(stream.subscribers) == 0  # the reader is closed
+
+
 async def test_another_users_resume_is_404_and_unknown_is_204() -> None:
     session_id, _ = await owned_session()
     _, other_token = await owned_session()
