@@ -41,6 +41,8 @@ class RunContents:
         self._kept: OrderedDict[tuple[Any, ...], _Shown] = OrderedDict()
         self._lock = threading.Lock()  # a process may run several event loops (threads)
         self._building: set[asyncio.Future[PartialContent]] = set()  # held until done
+        # The rebuilds from a run's start under way: their loop, position and end.
+        self._rebuilding: dict[tuple[Any, ...], tuple[asyncio.AbstractEventLoop, int, asyncio.Future[None]]] = {}
 
     async def up_to(self, manager: StreamManager, session_id: str, run: RunInfo, sequence: int) -> PartialContent:
         """What ``run`` showed up to ``sequence`` (its chunks from its start up to there, less the
@@ -61,21 +63,40 @@ class RunContents:
 
     async def _build(self, manager: StreamManager, session_id: str, run: RunInfo, sequence: int) -> PartialContent:
         key = (manager, session_id, run.run_id, run.start_sequence)
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                shown = self._kept.get(key)
+                rebuilding = self._rebuilding.get(key)
+            if shown is not None and shown.sequence <= sequence:
+                if shown.sequence == sequence:
+                    self._keep(key, shown)
+                    return shown.content
+                chunks = await manager.get_chunks_from_sequence(session_id, shown.sequence, up_to=sequence)
+                if all(low > shown.sequence for low, _ in discarded_ranges(chunks)):
+                    content = extend_partial_content(copy_partial_content(shown.content), without_discarded(chunks))
+                    self._keep(key, _Shown(content, chunks[-1][1] if chunks else shown.sequence))
+                    return content
+                break
+            if rebuilding is None or rebuilding[0] is not loop or rebuilding[1] > sequence:
+                break
+            # The run is being rebuilt up to a position at or before this one (the reconnects of
+            # a restart, the tabs of one session): extend what that keeps, instead of reading
+            # and folding the same chunks again at the same time.
+            await asyncio.wait([rebuilding[2]])
+        done = loop.create_future()
         with self._lock:
-            shown = self._kept.get(key)
-        if shown is not None and shown.sequence <= sequence:
-            if shown.sequence == sequence:
-                self._keep(key, shown)
-                return shown.content
-            chunks = await manager.get_chunks_from_sequence(session_id, shown.sequence, up_to=sequence)
-            if all(low > shown.sequence for low, _ in discarded_ranges(chunks)):
-                content = extend_partial_content(copy_partial_content(shown.content), without_discarded(chunks))
-                self._keep(key, _Shown(content, chunks[-1][1] if chunks else shown.sequence))
-                return content
-        chunks = await manager.get_chunks_from_sequence(session_id, run.start_sequence, up_to=sequence)
-        content = rebuild_partial_content(without_discarded(chunks))
-        self._keep(key, _Shown(content, chunks[-1][1] if chunks else run.start_sequence))
-        return content
+            self._rebuilding[key] = (loop, sequence, done)
+        try:
+            chunks = await manager.get_chunks_from_sequence(session_id, run.start_sequence, up_to=sequence)
+            content = rebuild_partial_content(without_discarded(chunks))
+            self._keep(key, _Shown(content, chunks[-1][1] if chunks else run.start_sequence))
+            return content
+        finally:
+            with self._lock:
+                if self._rebuilding.get(key, (None, 0, None))[2] is done:
+                    del self._rebuilding[key]
+            done.set_result(None)  # whoever waits looks again: extends this, or rebuilds itself
 
     def _keep(self, key: tuple[Any, ...], shown: _Shown) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ the run's start shows, voided steps included."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from hypothesis import given, settings
@@ -26,11 +27,14 @@ class CountingManager(InMemoryStreamManager):
     def __init__(self) -> None:
         super().__init__()
         self.reads: list[tuple[int, int | None]] = []
+        self.gate: asyncio.Event | None = None  # when set: reads wait for it
 
     async def get_chunks_from_sequence(
         self, stream_id: str, after_sequence: int, up_to: int | None = None
     ) -> list[StoredChunk]:
         self.reads.append((after_sequence, up_to))
+        if self.gate is not None:
+            await self.gate.wait()
         return await super().get_chunks_from_sequence(stream_id, after_sequence, up_to=up_to)
 
 
@@ -74,6 +78,22 @@ async def test_a_run_resumed_again_is_read_only_from_where_the_last_resume_stopp
     at_600 = await contents.up_to(manager, "s", RUN, 600)
     assert manager.reads == [(500, 600)]  # the furthest content was kept
     assert at_600 == await rebuilt(manager, 600)
+
+
+async def test_resumes_of_a_run_at_once_read_its_start_once() -> None:
+    """The reconnects of a restart, or the tabs of one session: the resumes at or after a position
+    being rebuilt wait for that rebuild and extend it; one before it rebuilds its own."""
+    manager = await stream_of([delta(f"w{i} ") for i in range(1, 301)])
+    manager.gate = asyncio.Event()
+    contents = RunContents()
+    resumes = [asyncio.ensure_future(contents.up_to(manager, "s", RUN, position)) for position in (200, 200, 250, 100)]
+    for _ in range(5):  # every resume is under way: one rebuild waits on the store
+        await asyncio.sleep(0)
+    manager.gate.set()
+    shown = await asyncio.gather(*resumes)
+    assert sorted(manager.reads) == [(0, 100), (0, 200), (200, 250)]
+    for content, position in zip(shown, (200, 200, 250, 100), strict=True):
+        assert content == await rebuilt(manager, position)
 
 
 async def test_a_step_voided_back_past_the_kept_content_is_left_out() -> None:
