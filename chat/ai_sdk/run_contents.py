@@ -41,8 +41,8 @@ class RunContents:
         self._kept: OrderedDict[tuple[Any, ...], _Shown] = OrderedDict()
         self._lock = threading.Lock()  # a process may run several event loops (threads)
         self._building: set[asyncio.Future[PartialContent]] = set()  # held until done
-        # The rebuilds from a run's start under way: their loop, position and end.
-        self._rebuilding: dict[tuple[Any, ...], tuple[asyncio.AbstractEventLoop, int, asyncio.Future[None]]] = {}
+        # The rebuilds from a run's start under way: their position and what they make.
+        self._rebuilding: dict[tuple[Any, ...], tuple[int, asyncio.Future[_Shown]]] = {}
 
     async def up_to(self, manager: StreamManager, session_id: str, run: RunInfo, sequence: int) -> PartialContent:
         """What ``run`` showed up to ``sequence`` (its chunks from its start up to there, less the
@@ -64,39 +64,55 @@ class RunContents:
     async def _build(self, manager: StreamManager, session_id: str, run: RunInfo, sequence: int) -> PartialContent:
         key = (manager, session_id, run.run_id, run.start_sequence)
         loop = asyncio.get_running_loop()
-        while True:
-            with self._lock:
-                shown = self._kept.get(key)
-                rebuilding = self._rebuilding.get(key)
-            if shown is not None and shown.sequence <= sequence:
-                if shown.sequence == sequence:
-                    self._keep(key, shown)
-                    return shown.content
-                chunks = await manager.get_chunks_from_sequence(session_id, shown.sequence, up_to=sequence)
-                if all(low > shown.sequence for low, _ in discarded_ranges(chunks)):
-                    content = extend_partial_content(copy_partial_content(shown.content), without_discarded(chunks))
-                    self._keep(key, _Shown(content, chunks[-1][1] if chunks else shown.sequence))
-                    return content
-                break
-            if rebuilding is None or rebuilding[0] is not loop or rebuilding[1] > sequence:
-                break
-            # The run is being rebuilt up to a position at or before this one (the reconnects of
-            # a restart, the tabs of one session): extend what that keeps, instead of reading
-            # and folding the same chunks again at the same time.
-            await asyncio.wait([rebuilding[2]])
-        done = loop.create_future()
         with self._lock:
-            self._rebuilding[key] = (loop, sequence, done)
+            shown = self._kept.get(key)
+            rebuilding = self._rebuilding.get(key)
+        if (shown is None or shown.sequence > sequence) and rebuilding is not None:
+            at, building = rebuilding
+            if building.get_loop() is loop and at <= sequence:
+                # The run is being rebuilt up to a position at or before this one (the reconnects
+                # of a restart, the tabs of one session): extend what that rebuild makes, or fail
+                # with it, instead of reading and folding the same chunks again at the same time.
+                shown = await asyncio.shield(building)
+        if shown is not None and shown.sequence <= sequence:
+            if shown.sequence == sequence:
+                self._keep(key, shown)
+                return shown.content
+            chunks = await manager.get_chunks_from_sequence(session_id, shown.sequence, up_to=sequence)
+            if all(low > shown.sequence for low, _ in discarded_ranges(chunks)):
+                content = extend_partial_content(copy_partial_content(shown.content), without_discarded(chunks))
+                self._keep(key, _Shown(content, chunks[-1][1] if chunks else shown.sequence))
+                return content
+        return await self._rebuild(key, manager, session_id, run, sequence)
+
+    async def _rebuild(
+        self, key: tuple[Any, ...], manager: StreamManager, session_id: str, run: RunInfo, sequence: int
+    ) -> PartialContent:
+        """What ``run`` showed up to ``sequence``, from its start; resumes of the run meanwhile
+        take what it makes (or its error) from ``self._rebuilding``."""
+        building: asyncio.Future[_Shown] = asyncio.get_running_loop().create_future()
+        building.add_done_callback(_retrieved)  # a rebuild no one waited for fails without a log line
+        with self._lock:
+            self._rebuilding[key] = (sequence, building)
         try:
             chunks = await manager.get_chunks_from_sequence(session_id, run.start_sequence, up_to=sequence)
-            content = rebuild_partial_content(without_discarded(chunks))
-            self._keep(key, _Shown(content, chunks[-1][1] if chunks else run.start_sequence))
-            return content
+            shown = _Shown(
+                rebuild_partial_content(without_discarded(chunks)), chunks[-1][1] if chunks else run.start_sequence
+            )
+        except Exception as exc:
+            building.set_exception(exc)
+            raise
+        except BaseException:  # cancelled (its loop closing): so are the resumes waiting on it
+            building.cancel()
+            raise
+        else:
+            building.set_result(shown)
+            self._keep(key, shown)
+            return shown.content
         finally:
             with self._lock:
-                if self._rebuilding.get(key, (None, 0, None))[2] is done:
+                if self._rebuilding.get(key, (0, None))[1] is building:
                     del self._rebuilding[key]
-            done.set_result(None)  # whoever waits looks again: extends this, or rebuilds itself
 
     def _keep(self, key: tuple[Any, ...], shown: _Shown) -> None:
         with self._lock:
@@ -110,6 +126,11 @@ class RunContents:
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()
+
+
+def _retrieved(building: asyncio.Future[Any]) -> None:
+    if not building.cancelled():
+        building.exception()
 
 
 #: The process's runs' contents, for :func:`chat.ai_sdk.resume.resume_run_stream`.

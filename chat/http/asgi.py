@@ -116,6 +116,8 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
             async for part in body:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
                 if left:  # the cancel that said so was lost on the way (a wait that ended as it came)
+                    if this.cancelling():
+                        this.uncancel()
                     break
         except Exception:  # Helix bodies end themselves with an error event; anything else is a bug
             logger.exception("a streamed response broke off")

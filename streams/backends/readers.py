@@ -213,9 +213,11 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self._keep_alive_due = False
         self._yielded_at = time.monotonic()  # when batches() last yielded
         # The page after the one being read, asked for ahead: (the sequence it starts after, its read).
-        self._ahead: tuple[int, asyncio.Future[ReadPage | None]] | None = None
+        # The page after the one being read, asked for ahead: the sequence it starts after, the
+        # chunks asked for, its read.
+        self._ahead: tuple[int, int, asyncio.Future[ReadPage | None]] | None = None
         self._reads = 0  # pages read after the first
-        self._take_page(first_page)
+        self._take_page(first_page, self._limit)
         # Read again only for more than the first page held, or to see a final status once more;
         # a reader the first page caught up subscribes straight away (and then reads once more).
         self._need_read = self._cursor < first_page.latest_sequence or self._should_stop()
@@ -279,8 +281,9 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
     def _should_stop(self) -> bool:
         return self.status in TERMINAL or (self.stop_on_pause and self.status == "paused")
 
-    def _take_page(self, page: ReadPage) -> None:
-        if page.nbytes and len(page.chunks) >= self._limit:  # a full page: there is more to catch up
+    def _take_page(self, page: ReadPage, asked: int) -> None:
+        """Take ``page``, read with ``asked`` chunks as its limit."""
+        if page.nbytes and len(page.chunks) >= asked:  # a full page: there is more to catch up
             per_chunk = page.nbytes / len(page.chunks)
             self._limit = max(self.manager.page_size, min(MAX_PAGE_CHUNKS, int(PAGE_BYTES / per_chunk)))
         self.status, self.error = page.status, page.error
@@ -299,11 +302,12 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         """
         while True:
             if self._need_read:
-                page = await self._read(self._next_read())
+                read, asked = self._next_read()
+                page = await self._read(read)
                 if page is None:
                     await self.aclose()
                     raise StreamNotFoundError(self.stream_id, f"Stream {self.stream_id} was deleted while being read")
-                self._take_page(page)
+                self._take_page(page, asked)
                 # Read again while behind, or to see a final status once more.
                 self._need_read = self._cursor < page.latest_sequence or self._should_stop()
                 if self._buffer:
@@ -333,23 +337,30 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
             elif self._buffer:
                 return
 
-    def _next_read(self) -> Awaitable[ReadPage | None]:
-        """The read of the page after the cursor: the one asked for ahead if it starts there,
-        else a new one. From the second such page on, while the reader is behind by more than the
-        page holds, the page after it is asked for now too, so that the store reads it while this
-        one is framed and sent (the caller's work on a page does not yield to the loop, so a read
-        asked for once a page has arrived would go out only after that page is sent). Not for the
-        first: a reconnect that reads a page or two and leaves costs the store no page more."""
+    def _next_read(self) -> tuple[Awaitable[ReadPage | None], int]:
+        """The read of the page after the cursor, and the chunks it asks for: the read asked for
+        ahead if it starts there, else a new one. From the second such page on, while the reader
+        is behind by more than the page holds, the page after it is asked for now too, so that
+        the store reads it while this one is framed and sent (the caller's work on a page does not
+        yield to the loop, so a read asked for once a page has arrived would go out only after
+        that page is sent). Not for the first: a reconnect that reads a page or two and leaves
+        costs the store no page more."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead[0] != self._cursor:
-            _drop(ahead[1])
+            _drop(ahead[2])
             ahead = None
-        current = ahead[1] if ahead is not None else self._fetch(self._cursor, self._limit)
+        current: Awaitable[ReadPage | None]
+        if ahead is not None:
+            current, asked = ahead[2], ahead[1]
+        else:
+            current, asked = self._fetch(self._cursor, self._limit), self._limit
         self._reads += 1
-        following = self._cursor + self._limit  # where a full page ends (sequences are dense)
+        following = self._cursor + asked  # where this page ends if it is full (sequences are dense)
         if following < self.total_chunks and self._reads > 1:
-            self._ahead = (following, asyncio.ensure_future(self._fetch(following, self._limit)))
-        return current
+            read = asyncio.ensure_future(self._fetch(following, self._limit))
+            read.add_done_callback(_retrieved)  # a reader left without closing it may never take it
+            self._ahead = (following, self._limit, read)
+        return current, asked
 
     async def _read(self, page: Awaitable[ReadPage | None]) -> ReadPage | None:
         """``page``, read; an unreachable backend closes the reader and raises."""
@@ -371,7 +382,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
     def _drop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            _drop(ahead[1])
+            _drop(ahead[2])
 
     def _release(self) -> None:
         self._finished = True
@@ -396,9 +407,13 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
 
 def _drop(read: asyncio.Future[ReadPage | None]) -> None:
     """Cancel a page read that no one will take."""
+    _retrieved(read)
+    read.cancel()
+
+
+def _retrieved(read: asyncio.Future[ReadPage | None]) -> None:
     if read.done() and not read.cancelled():
         read.exception()  # retrieved: a failed read no one takes is no news
-    read.cancel()
 
 
 class StreamReader(AsyncIterator[Chunk]):

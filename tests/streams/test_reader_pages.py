@@ -25,6 +25,7 @@ class CountingPages(RedisStreamManager):
         super().__init__(*args, **kwargs)
         self.limits: list[int] = []
         self.sizes: list[int] = []
+        self.reads: list[tuple[int, int]] = []  # (after, chunks read) of every read that completed
         self.started = 0  # reads begun
         self.gate = asyncio.Event()  # cleared: reads after the first ``hold_from`` wait for it
         self.gate.set()
@@ -40,6 +41,7 @@ class CountingPages(RedisStreamManager):
         page = await super()._read_page(stream_id, after_sequence, limit)
         self.limits.append(limit)
         self.sizes.append(page.nbytes if page else 0)
+        self.reads.append((after_sequence, len(page.chunks) if page else 0))
         return page
 
 
@@ -50,13 +52,16 @@ async def store(redis_url: str) -> Any:
     await manager.aclose()
 
 
-async def write(store: CountingPages, chunks: int, size: int) -> None:
+async def write(store: CountingPages, chunks: int, size: int, vary: int = 0) -> None:
+    """``chunks`` text deltas of ``size`` bytes of text (give or take up to ``vary``)."""
     writer = await store.create_writer("s1", "run-1")
     await writer.write_many(
-        TextDelta(delta=f"{i:06d}" + "x" * size, agent_id="run-1", timestamp=1) for i in range(chunks)
+        TextDelta(delta=f"{i:06d}" + "x" * (size + (i * 7919) % (2 * vary + 1) - vary), agent_id="run-1", timestamp=1)
+        for i in range(chunks)
     )
     await store.end_stream("s1")
     store.limits.clear()
+    store.reads.clear()
     store.started = 0
 
 
@@ -85,7 +90,8 @@ async def test_pages_of_large_chunks_stay_small(store: CountingPages) -> None:
 async def test_batches_read_the_next_page_while_the_caller_sends_this_one(store: CountingPages, redis_url: str) -> None:
     """A server's send does not yield to the loop: the read of the next page has to be on its way
     to Redis when a batch is handed over, not merely scheduled to start. From the third batch on:
-    the first page's reader asks for one page at a time (a reconnect that leaves soon)."""
+    before that, a reader asks for one page at a time (a reconnect that leaves after a page or two
+    costs the store no page more)."""
     import redis
 
     stats = redis.Redis.from_url(redis_url)
@@ -114,6 +120,21 @@ async def test_batches_read_the_next_page_while_the_caller_sends_this_one(store:
     assert handed > 3
 
 
+async def test_pages_read_ahead_follow_on_when_chunk_sizes_vary(store: CountingPages) -> None:
+    """The page size follows the chunks' size as the reader goes; a page asked for ahead still
+    starts where the page before it ends, so none is read at a guess and dropped."""
+    await write(store, 6_000, 60, vary=50)
+    reader = await store.create_resumable_reader("s1", 0)
+    assert reader is not None
+    seen: list[int] = []
+    async for batch in reader.batches():
+        seen += [int(chunk.delta[:6]) for chunk, _ in batch]  # type: ignore[union-attr]
+    assert seen == list(range(6_000))
+    assert len(set(store.limits[1:])) > 1, store.limits  # the page size moved
+    reads = sorted(store.reads)
+    assert [after for after, _ in reads[1:]] == [after + count for after, count in reads[:-1]], reads
+
+
 async def test_a_reader_closed_while_it_reads_ahead_leaves_no_read_behind(store: CountingPages) -> None:
     await write(store, 5_000, 40)
     reader = await store.create_resumable_reader("s1", 0)
@@ -135,7 +156,7 @@ async def test_a_page_read_ahead_that_fails_ends_the_batches_with_the_error(stor
     stream's."""
     await write(store, 5_000, 40)
     store.retry_timeout = 0.2
-    store.fail_after = 2
+    store.fail_after = 3  # the fourth read: the first read ahead
     reader = await store.create_resumable_reader("s1", 0)
     assert reader is not None
     seen = 0

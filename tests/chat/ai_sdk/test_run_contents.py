@@ -15,6 +15,7 @@ from chat.ai_sdk.run_contents import RunContents
 from chat.ai_sdk.snapshot import without_discarded
 from chat.ai_sdk.state import RunInfo
 from streams.backends import InMemoryStreamManager
+from streams.exceptions import StreamUnavailableError
 from streams.protocol import Chunk, StepDiscarded, StoredChunk, TextDelta, ToolEnd, ToolStart
 from tests.chat.ai_sdk.runs import chunk_of
 
@@ -28,6 +29,7 @@ class CountingManager(InMemoryStreamManager):
         super().__init__()
         self.reads: list[tuple[int, int | None]] = []
         self.gate: asyncio.Event | None = None  # when set: reads wait for it
+        self.failing = False  # reads fail, as with the store away
 
     async def get_chunks_from_sequence(
         self, stream_id: str, after_sequence: int, up_to: int | None = None
@@ -35,6 +37,8 @@ class CountingManager(InMemoryStreamManager):
         self.reads.append((after_sequence, up_to))
         if self.gate is not None:
             await self.gate.wait()
+        if self.failing:
+            raise StreamUnavailableError(stream_id, "Redis is unreachable")
         return await super().get_chunks_from_sequence(stream_id, after_sequence, up_to=up_to)
 
 
@@ -94,6 +98,23 @@ async def test_resumes_of_a_run_at_once_read_its_start_once() -> None:
     assert sorted(manager.reads) == [(0, 100), (0, 200), (200, 250)]
     for content, position in zip(shown, (200, 200, 250, 100), strict=True):
         assert content == await rebuilt(manager, position)
+
+
+async def test_resumes_waiting_on_a_rebuild_that_fails_fail_with_it() -> None:
+    """With the store away, the resumes of a run at once get the rebuild's error when it gets it,
+    not each after a rebuild of its own in turn."""
+    manager = await stream_of([delta(f"w{i} ") for i in range(1, 301)])
+    manager.gate, manager.failing = asyncio.Event(), True
+    contents = RunContents()
+    resumes = [asyncio.ensure_future(contents.up_to(manager, "s", RUN, position)) for position in (200, 200, 250)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    manager.gate.set()
+    outcomes = await asyncio.gather(*resumes, return_exceptions=True)
+    assert all(isinstance(outcome, StreamUnavailableError) for outcome in outcomes), outcomes
+    assert manager.reads == [(0, 200)]
+    manager.failing = False  # the store is back: the next resume rebuilds
+    assert await contents.up_to(manager, "s", RUN, 200) == await rebuilt(manager, 200)
 
 
 async def test_a_step_voided_back_past_the_kept_content_is_left_out() -> None:
