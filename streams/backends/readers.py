@@ -76,8 +76,8 @@ class _Watchdog:
     def __init__(self) -> None:
         self.readers: weakref.WeakSet[ResumableStreamReader] = weakref.WeakSet()
         self._task: asyncio.Task[None] | None = None
-        self._unverified: list[ResumableStreamReader] = []  # subscribed in this turn of the loop
-        self._verifying: set[asyncio.Task[None]] = set()  # held until done
+        self._unverified: list[ResumableStreamReader] = []  # subscribed, not yet checked
+        self._verifier: asyncio.Task[None] | None = None
 
     def watch(self, reader: ResumableStreamReader) -> None:
         self.readers.add(reader)
@@ -86,20 +86,20 @@ class _Watchdog:
 
     def verify(self, reader: ResumableStreamReader) -> None:
         """Check once that ``reader``'s stream did not move on between its last read and its
-        subscription going live, and nudge it to read again if it did. The readers subscribed in
-        one turn of the loop are checked together: one round trip for a reconnect storm's worth
-        of them, instead of a page read each."""
+        subscription going live, and nudge it to read again if it did. One task checks them, 64
+        to a round trip: the readers subscribed in one turn of the loop, or while the check before
+        was out, go together, and a reconnect storm's worth of them takes one round trip at a time
+        instead of a task each, all waiting for the store's few connections at once."""
         self._unverified.append(reader)
-        if len(self._unverified) == 1:
-            task = asyncio.ensure_future(self._verify())
-            self._verifying.add(task)
-            task.add_done_callback(self._verifying.discard)
+        if self._verifier is None or self._verifier.done():
+            self._verifier = asyncio.ensure_future(self._verify())
 
     async def _verify(self) -> None:
-        await asyncio.sleep(0)  # the readers subscribed in this turn of the loop go together
-        readers, self._unverified = self._unverified, []
-        for batch in _by_store(readers):
-            await self._check(batch, time.monotonic(), strict=True)
+        while self._unverified:
+            await asyncio.sleep(0)  # the readers subscribed in this turn of the loop go together
+            readers, self._unverified = self._unverified, []
+            for batch in _by_store(readers):
+                await self._check(batch, time.monotonic(), strict=True)
 
     async def _run(self) -> None:
         while self.readers:
@@ -124,6 +124,11 @@ class _Watchdog:
         """Nudge the readers whose streams moved on without telling them. ``strict``: when the
         store cannot say, nudge them all (their own reads will find out), instead of waiting for
         the next tick."""
+        # Only the readers still open: after a storm whose clients left, a backlog of checks of
+        # closed readers would hold the store's connections (and the readers) for seconds.
+        readers = [reader for reader in readers if reader._subscription is not None]
+        if not readers:
+            return
         try:
             positions = await readers[0].manager._positions(sorted({reader.stream_id for reader in readers}))
         except Exception:  # the store is away: the readers' own reads will say so

@@ -172,3 +172,59 @@ async def test_a_chunk_written_before_the_subscription_is_live_is_not_missed(
         await reader.aclose()
         await warm.aclose()
         await manager.aclose()
+
+
+class CountsChecks(LosesEveryNotification):
+    """Notes every check of subscribed readers' streams, and how many were out at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks: list[int] = []  # streams per check
+        self.out = self.most_out = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def _positions(self, stream_ids: list[str]) -> dict[str, tuple[str, int] | None]:
+        self.checks.append(len(stream_ids))
+        self.out += 1
+        self.most_out = max(self.most_out, self.out)
+        try:
+            await self.gate.wait()
+            return await super()._positions(stream_ids)
+        finally:
+            self.out -= 1
+
+
+async def test_readers_subscribing_at_once_are_checked_one_round_trip_at_a_time() -> None:
+    """A reconnect storm's readers go live over many turns of the loop; their checks go out one at
+    a time, 64 streams each, instead of a task per turn all waiting for the store at once, and a
+    reader that left before its check is not checked."""
+    store = CountsChecks()
+    streams = [f"s{i}" for i in range(300)]
+    for stream_id in streams:
+        await store.create_writer(stream_id, "r")
+    store.gate.clear()  # the first check waits: the others queue up behind it
+    readers: list[ResumableStreamReader] = []
+    tails: list[asyncio.Task[Any]] = []
+    for index, stream_id in enumerate(streams):
+        reader = await store.create_resumable_reader(stream_id, 0)
+        assert reader is not None
+        readers.append(reader)
+        tails.append(asyncio.ensure_future(anext(reader.batches())))
+        if index % 10 == 9:
+            await asyncio.sleep(0)  # the readers go live over many turns of the loop
+    while len(store.checks) < 1:
+        await asyncio.sleep(0)
+    for reader in readers[150:]:  # half the clients leave before their readers are checked
+        await reader.aclose()
+    store.gate.set()
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert store.most_out == 1
+    assert sum(store.checks) <= 150 + 64, store.checks  # the first check, then only open readers
+    assert max(store.checks) <= 64
+    for reader in readers[:150]:
+        await reader.aclose()
+    for tail in tails:
+        tail.cancel()
+    await asyncio.gather(*tails, return_exceptions=True)
