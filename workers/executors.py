@@ -53,11 +53,15 @@ class RunHandle:
     _poll: Any = field(default=None, repr=False)
 
     async def result(self, timeout: float | None = None) -> RunOutcome:
-        """Wait for the run to end."""
-        if self._result is not None:
-            outcome = await asyncio.wait_for(asyncio.shield(self._result), timeout)
-            return outcome or RunOutcome("superseded")  # another attempt owns the run now
-        return await asyncio.wait_for(self._poll(), timeout)
+        """Wait for the run to end. (An ``asyncio.timeout`` block, not ``asyncio.wait_for``: on
+        Python 3.11 that returns as though nothing had happened when the wait is cancelled in the
+        turn of the loop in which the run ends.)"""
+        async with asyncio.timeout(timeout):
+            if self._result is not None:
+                outcome = await asyncio.shield(self._result)
+                return outcome or RunOutcome("superseded")  # another attempt owns the run now
+            polled: RunOutcome = await self._poll()
+            return polled
 
 
 async def start_run(

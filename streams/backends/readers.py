@@ -217,7 +217,6 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
         self._keep_alive: float | None = None  # seconds idle before batches() yields []
         self._keep_alive_due = False
         self._yielded_at = time.monotonic()  # when batches() last yielded
-        # The page after the one being read, asked for ahead: (the sequence it starts after, its read).
         # The page after the one being read, asked for ahead: the sequence it starts after, the
         # chunks asked for, its read.
         self._ahead: tuple[int, int, asyncio.Future[ReadPage | None]] | None = None
