@@ -23,7 +23,8 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
   of 20: Python specialises code that has run a few times, and a process serving streams has);
   the first event of a resume against one XRANGE page plus one round trip of the bare
   app, from the middle of the live stream and near its head (where each resume subscribes to
-  the stream's tail; the row counts the Redis connections its resumes opened);
+  the stream's tail; the row counts the Redis connections its resumes opened), each resume then
+  read on to the stream's last chunk, as a client does;
 * POST → first byte (Celery), and the older absolute rows, as information.
 
 The load runs in other processes at a raised niceness; ``--split-cpus`` pins the server to the
