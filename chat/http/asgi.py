@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import io
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +37,7 @@ from django.utils.module_loading import import_string
 
 from chat.http import daphne_limits
 from chat.http.body_limit import capped_receive
+from chat.http.collector import SetUp
 from chat.http.flow_control import flow_controlled, served_by_daphne
 from streams.conf import helix_settings
 from streams.exceptions import ExecutionError
@@ -85,7 +87,10 @@ def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-async def _send_response(response: HttpResponseBase, receive: Any, send: Any) -> None:
+async def _send_response(
+    response: HttpResponseBase, receive: Any, send: Any, started: Callable[[], None] = lambda: None
+) -> None:
+    """Send ``response``; ``started()`` once its head and its first part are sent."""
     await send({"type": "http.response.start", "status": response.status_code, "headers": _headers(response)})
     if not response.streaming:
         await send({"type": "http.response.body", "body": response.content})  # type: ignore[attr-defined]
@@ -115,6 +120,7 @@ async def _send_response(response: HttpResponseBase, receive: Any, send: Any) ->
         try:
             async for part in body:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
+                started()
                 if left:  # the cancel that said so was lost on the way (a wait that ended as it came)
                     if this.cancelling():
                         this.uncancel()
@@ -187,4 +193,10 @@ class StreamRouter:
         # of them): the response's body holds what the stream needs.
         responding = _respond(match, scope)
         del match
-        await _send_response(await responding, receive, send)
+        # No automatic collection while a storm's resumes wait for their first bytes (see
+        # chat.http.collector): their half-made requests are gone by the time it comes back on.
+        set_up = SetUp()
+        try:
+            await _send_response(await responding, receive, send, set_up.end)
+        finally:
+            set_up.end()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import uuid
 from typing import Any
@@ -183,6 +184,33 @@ async def test_a_client_that_leaves_during_a_send_that_swallows_the_cancel_still
     await asyncio.wait_for(task, 5)  # it ends: the stream is live, so it would wait for more
     assert swallowed
     assert len(stream.subscribers) == 0  # the reader is closed
+
+
+async def test_the_collector_waits_for_a_resumes_first_bytes() -> None:
+    """No automatic collection from the request to the stream's first bytes (see
+    chat.http.collector), and it is back on after them, and after a refused resume."""
+    session_id, token = await owned_session()
+    collecting: list[tuple[bytes, bool]] = []
+    disconnect = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        collecting.append((message.get("body", b"head"), gc.isenabled()))
+        if b'"delta":"Hello"' in message.get("body", b""):
+            disconnect.set()
+
+    assert gc.isenabled()
+    router = StreamRouter(None)
+    headers = {"Authorization": f"Token {token}"}
+    await asyncio.wait_for(router(scope(f"/api/chat/{session_id}/stream", headers=headers), receive, send), 5)
+    assert collecting[:2] == [(b"head", False), (b": stream-open\n\n", False)]
+    assert any(b'"delta":"Hello"' in part and on for part, on in collecting[2:])
+    assert gc.isenabled()
+    await router(scope(f"/api/chat/{session_id}"), None, send)  # 401: no credentials
+    assert gc.isenabled() and collecting[-2:] == [(b"head", False), (collecting[-1][0], False)]
 
 
 async def test_another_users_resume_is_404_and_unknown_is_204() -> None:
