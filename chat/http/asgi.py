@@ -39,6 +39,7 @@ from chat.http import daphne_limits
 from chat.http.body_limit import capped_receive
 from chat.http.collector import SetUp
 from chat.http.flow_control import flow_controlled, served_by_daphne
+from chat.http.view_lookup import UNKNOWN, Found, find_view
 from streams.conf import helix_settings
 from streams.exceptions import ExecutionError
 
@@ -47,6 +48,9 @@ __all__ = ["StreamRouter"]
 logger = logging.getLogger("helix.http")
 
 _BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+_UNRESOLVED = object()
 
 
 class _StreamRequest(ASGIRequest):
@@ -62,23 +66,43 @@ class _StreamRequest(ASGIRequest):
     def user(self) -> Any:  # type: ignore[override]
         return get_user(self)
 
+    @property
+    def resolver_match(self) -> ResolverMatch | None:  # type: ignore[override]
+        """Django's match of the path, made when first asked for (the route found the view
+        without it: see :mod:`chat.http.view_lookup`)."""
+        match = self.__dict__.get("_resolver_match", _UNRESOLVED)
+        if match is _UNRESOLVED:
+            match = self.__dict__["_resolver_match"] = get_resolver().resolve(self.path_info)
+        return match  # type: ignore[no-any-return]
 
-def _stream_route(scope: dict[str, Any]) -> ResolverMatch | None:
-    """The resolver match of a GET that a Helix resume view serves, else ``None``."""
+    @resolver_match.setter
+    def resolver_match(self, match: ResolverMatch | None) -> None:
+        if match is not None:  # HttpRequest() sets None: the path's match is made when asked for
+            self.__dict__["_resolver_match"] = match
+
+
+def _stream_route(scope: dict[str, Any]) -> Found | None:
+    """The view and arguments of a GET that a Helix resume view serves, else ``None``."""
     if scope["type"] != "http" or scope.get("method") != "GET":
         return None
     path: str = scope.get("path", "")
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
-    try:
-        # The site's URLconf: no middleware runs here to set another for the request (resolve()
-        # would look that up in a context-local first, every time).
-        match = get_resolver().resolve(path)
-    except Resolver404:
+    # The site's URLconf: no middleware runs here to set another for the request (resolve()
+    # would look that up in a context-local first, every time).
+    resolver = get_resolver()
+    found = find_view(resolver, path)
+    if found is UNKNOWN:
+        try:
+            match = resolver.resolve(path)
+        except Resolver404:
+            return None
+        found = (match.func, match.args, match.kwargs)
+    if found is None:
         return None
-    view_class = getattr(match.func, "helix_view", None)
-    return match if getattr(view_class, "stream_route", False) else None
+    view_class = getattr(found[0], "helix_view", None)
+    return found if getattr(view_class, "stream_route", False) else None
 
 
 def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
@@ -142,12 +166,12 @@ async def _send_response(
                 await aclose()
 
 
-async def _respond(match: ResolverMatch, scope: dict[str, Any]) -> HttpResponseBase:
-    """The response of the Helix view ``match`` names, to the request of ``scope``."""
+async def _respond(route: Found, scope: dict[str, Any]) -> HttpResponseBase:
+    """The response of the Helix view of ``route`` to the request of ``scope``."""
     request = _StreamRequest(scope, io.BytesIO())
-    request.resolver_match = match
+    view, args, kwargs = route
     try:
-        response: HttpResponseBase = await match.func(request, *match.args, **match.kwargs)
+        response: HttpResponseBase = await view(request, *args, **kwargs)
     except Exception:  # the view renders every error it knows; this is a bug, not the client's
         logger.exception("resume of %s failed", scope.get("path"))
         response = JsonResponse(ExecutionError("The stream could not be resumed").as_dict(), status=500)
@@ -185,14 +209,14 @@ class StreamRouter:
                 receive = await capped_receive(scope, receive, send)
                 if receive is None:
                     return
-        match = _stream_route(scope)
-        if match is None:
+        route = _stream_route(scope)
+        if route is None:
             await self.django_app(scope, receive, send)
             return
         # Neither the request nor its route is kept while its stream is open (minutes, thousands
         # of them): the response's body holds what the stream needs.
-        responding = _respond(match, scope)
-        del match
+        responding = _respond(route, scope)
+        del route
         # No automatic collection while a storm's resumes wait for their first bytes (see
         # chat.http.collector): their half-made requests are gone by the time it comes back on.
         set_up = SetUp()
