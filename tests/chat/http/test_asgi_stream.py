@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import io
 import sys
 import uuid
 from typing import Any
@@ -72,6 +73,34 @@ def test_the_pipelines_classes_are_imported_when_the_router_is_built(settings: A
     sys.modules.pop(module, None)
     StreamRouter(None)
     assert module in sys.modules
+
+
+def test_a_stream_requests_headers_are_djangos() -> None:
+    """Read by name without parsing every header's name (DRF's token authentication asks for one
+    per request), and the same as Django's ``request.headers`` however they are read."""
+    from django.core.handlers.asgi import ASGIRequest
+
+    from chat.http.asgi import _StreamRequest
+
+    raw = {
+        "Authorization": "Token abc",
+        "Content-Type": "application/json",
+        "Content-Length": "2",
+        "X-Forwarded-For": "10.0.0.1",
+        "Last-Event-ID": "41",
+        "X_Under": "kept",
+        "Accept-Language": "en-US,en;q=0.9",
+    }
+    made = _StreamRequest(scope("/api/chat/x", headers=raw), io.BytesIO()).headers
+    django = ASGIRequest(scope("/api/chat/x", headers=raw), io.BytesIO()).headers
+    assert made.get("authorization") == "Token abc" and "_store" not in vars(made)  # no names parsed
+    names = [*raw, "authorization", "LAST_EVENT_ID", "x-under", "x_under", "content_length", "missing", "", "HTTP-HOST"]
+    for name in names:
+        assert made.get(name) == django.get(name), name
+        assert (name in made) == (name in django), name
+    assert dict(made) == dict(django) and len(made) == len(django) and made == django
+    with pytest.raises(KeyError):
+        made["missing"]
 
 
 async def test_other_requests_go_to_django() -> None:
