@@ -51,8 +51,17 @@ class ChatPostThrottle(SimpleRateThrottle):
     scope = "helix_chat"
 
     def __init__(self) -> None:
-        self.cache = throttle_cache()
-        super().__init__()
+        # One is made for every request, and only a chat POST is counted: this class looks up its
+        # cache and rate when it counts one (a subclass, which may read them anywhere, at once).
+        self._configured = False
+        if type(self) is not ChatPostThrottle:
+            self._configure()
+
+    def _configure(self) -> None:
+        if not self._configured:
+            self._configured = True
+            self.cache = throttle_cache()
+            super().__init__()
 
     def get_rate(self) -> str | None:
         rates = helix_settings.THROTTLE_RATES or {}
@@ -62,6 +71,7 @@ class ChatPostThrottle(SimpleRateThrottle):
     def allow_request(self, request: Any, view: Any) -> bool:
         if request.method != "POST" or not getattr(view, "throttled_post", False):
             return True
+        self._configure()
         return super().allow_request(request, view)
 
     def get_cache_key(self, request: Any, view: Any) -> str:

@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
@@ -51,3 +52,45 @@ def test_the_rate_limit_holds_across_web_processes(two_servers: list[int], token
         assert 0 < int(headers["Retry-After"]) <= 60
     other = User.objects.create_user(f"other-{uuid.uuid4().hex[:6]}", password="pw")
     assert post(second, Token.objects.create(user=other).key)[0] == 200  # per caller, not global
+
+
+class _User:
+    pk = f"throttled-{uuid.uuid4().hex[:8]}"
+    is_authenticated = True
+
+
+class _Request:
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.user = _User()
+
+
+class _View:
+    throttled_post = True
+
+
+def test_a_request_it_does_not_count_does_not_look_up_its_cache_or_rate(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """Every request makes the throttle; only a chat POST needs its cache and rate."""
+    from chat.http import throttling
+
+    settings.HELIX = {**settings.HELIX, "THROTTLE_RATES": {"helix_chat": "5/minute"}}
+    looked_up: list[str] = []
+
+    def cache() -> Any:
+        looked_up.append("cache")
+        return throttling.caches["default"]
+
+    monkeypatch.setattr(throttling, "throttle_cache", cache)
+    throttle = throttling.ChatPostThrottle()
+    assert throttle.allow_request(_Request("GET"), _View()) and looked_up == []
+    throttle.allow_request(_Request("POST"), _View())
+    assert looked_up == ["cache"] and (throttle.num_requests, throttle.duration) == (5, 60)
+
+    class Stricter(throttling.ChatPostThrottle):
+        rate = "1/minute"
+
+    looked_up.clear()
+    stricter = Stricter()  # a subclass may read them anywhere: looked up as it is made
+    assert looked_up == ["cache"] and (stricter.num_requests, stricter.duration) == (1, 60)
