@@ -11,6 +11,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
+from django.core.cache import caches
 
 from tests.live import serve_site
 
@@ -80,10 +81,10 @@ def test_a_request_it_does_not_count_does_not_look_up_its_cache_or_rate(
 
     def cache() -> Any:
         looked_up.append("cache")
-        return throttling.caches["default"]
+        return caches["default"]
 
     monkeypatch.setattr(throttling, "throttle_cache", cache)
-    throttle = throttling.ChatPostThrottle()
+    throttle: Any = throttling.ChatPostThrottle()
     assert throttle.allow_request(_Request("GET"), _View()) and looked_up == []
     throttle.allow_request(_Request("POST"), _View())
     assert looked_up == ["cache"] and (throttle.num_requests, throttle.duration) == (5, 60)
@@ -92,5 +93,5 @@ def test_a_request_it_does_not_count_does_not_look_up_its_cache_or_rate(
         rate = "1/minute"
 
     looked_up.clear()
-    stricter = Stricter()  # a subclass may read them anywhere: looked up as it is made
+    stricter: Any = Stricter()  # a subclass may read them anywhere: looked up as it is made
     assert looked_up == ["cache"] and (stricter.num_requests, stricter.duration) == (1, 60)
