@@ -6,7 +6,8 @@ memory. Twisted does have flow control, as its producer/consumer API: a streamin
 registered on the request is paused when the transport's buffer fills and resumed when it
 drains. :func:`flow_controlled` registers one and makes ``send`` wait while it is paused, so a
 streamed response pulls from its reader (and from Redis) no faster than the client reads; what
-the server holds per connection is bounded by Twisted's buffer plus one message.
+the server holds per connection is bounded by Twisted's buffer, the message in it that went
+past the bound, and the next one, made while the client read and waiting to be written.
 
 uvicorn applies backpressure itself: its ``send`` waits while the socket's buffer is above the
 transport's high-water mark. There the buffer is lowered to the same bound, and the wait is
@@ -141,18 +142,20 @@ def flow_controlled(send: Send, *, stall_timeout: float) -> Send:
             unregister()  # Twisted wants no producer left when the request finishes
             await send(message)
             return
+        # The wait comes before the write, as uvicorn's does: while the client drains the last
+        # part, the caller makes the next one (a replay frames its next page meanwhile).
+        if not producer.writable.is_set():
+            try:
+                async with asyncio.timeout(stall_timeout):
+                    await producer.writable.wait()
+            except TimeoutError:
+                state["done"] = True
+                unregister()
+                _stalled(stall_timeout)
+                transport = getattr(request, "transport", None)
+                if transport is not None:
+                    transport.abortConnection()
+                return
         await send(message)
-        if producer.writable.is_set():
-            return
-        try:
-            async with asyncio.timeout(stall_timeout):
-                await producer.writable.wait()
-        except TimeoutError:
-            state["done"] = True
-            unregister()
-            _stalled(stall_timeout)
-            transport = getattr(request, "transport", None)
-            if transport is not None:
-                transport.abortConnection()
 
     return controlled_send
