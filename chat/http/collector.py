@@ -12,8 +12,9 @@ A :class:`SetUp` is one resume's set-up, from its request to its first bytes sen
 under way, automatic collection is off (if it was on); it comes back on when the last one ends,
 and CPython then collects as it would have. A storm that goes on and on is not a way around the
 collector: once it tracks :data:`MOST_DEFERRED` more objects than it has collected, a young
-collection is made anyway, as the next set-up starts. A process whose collector is off
-(``gc.disable()``) stays as it is.
+collection is made anyway, as the next set-up starts (an older one when it is due, the oldest
+too: under a load whose set-ups never all end, nothing else collects). A process whose collector
+is off (``gc.disable()``) stays as it is.
 """
 
 from __future__ import annotations
@@ -40,10 +41,18 @@ def _enter() -> None:
                 gc.disable()
                 _paused = True
         elif _paused and gc.get_count()[0] > MOST_DEFERRED:
-            # The older generation when it is due, as CPython would choose (its oldest is left to
-            # the automatic collections that follow).
-            gc.collect(1 if gc.get_count()[1] >= gc.get_threshold()[1] else 0)
+            gc.collect(_due())
         _under_way += 1
+
+
+def _due() -> int:
+    """The oldest generation whose count is past its threshold, as CPython picks it (without its
+    rule that waits for a quarter of the oldest generation to be new: these collections are rare,
+    and under a load that never lets set-ups end they are the only ones)."""
+    counts, thresholds = gc.get_count(), gc.get_threshold()
+    if counts[1] >= thresholds[1]:
+        return 2 if counts[2] >= thresholds[2] else 1
+    return 0
 
 
 def _leave() -> None:

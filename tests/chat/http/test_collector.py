@@ -74,3 +74,26 @@ def test_a_long_storm_still_collects_once_it_tracks_too_much(monkeypatch: pytest
     finally:
         gc.callbacks.remove(seen)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize(
+    ("counts", "generation"),
+    [((2_000_000, 3, 0), 0), ((2_000_000, 10, 4), 1), ((2_000_000, 10, 10), 2)],
+)
+def test_under_a_load_that_never_ends_its_set_ups_every_generation_is_collected_when_due(
+    monkeypatch: pytest.MonkeyPatch, counts: tuple[int, int, int], generation: int
+) -> None:
+    made: list[int] = []
+
+    def collect(generation: int = 2) -> int:
+        made.append(generation)
+        return 0
+
+    monkeypatch.setattr(gc, "get_threshold", lambda: (5_000, 10, 10))
+    monkeypatch.setattr(gc, "collect", collect)
+    first = SetUp()
+    monkeypatch.setattr(gc, "get_count", lambda: counts)
+    second = SetUp()
+    second.end()
+    first.end()
+    assert made == [generation]
