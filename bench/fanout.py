@@ -18,6 +18,7 @@ process no longer delivers every event with p99 ≤ 20 ms, then narrows the knee
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing as mp
 import os
 import re
@@ -86,7 +87,10 @@ def load_cpus() -> set[int] | None:
 
 
 def as_load(niceness: int) -> None:
-    """Make this process load, not server: niced, and on the load's CPUs when told so."""
+    """Make this process load, not server: niced, on the load's CPUs when told so, and with its
+    cyclic collector off (a load process lives for one measure, and its collector's pauses would
+    be counted as the server's latency)."""
+    gc.disable()
     os.nice(niceness)
     cpus = load_cpus()
     if cpus:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -77,12 +78,34 @@ class Row:
 # -- fixtures in the database and Redis ------------------------------------------------------------
 
 
+#: Every session this run made: their streams are removed from Redis when it ends.
+MADE: list[str] = []
+
+
 def make_sessions(user_id: int, count: int) -> list[str]:
     from chat.models import ChatSession, Run
 
     sessions = ChatSession.objects.bulk_create([ChatSession(agent="chat", owner_id=user_id) for _ in range(count)])
     Run.objects.bulk_create([Run(session=s, agent="chat", status="running", message_id=f"m-{s.pk}") for s in sessions])
+    MADE.extend(str(s.pk) for s in sessions)
     return [str(s.pk) for s in sessions]
+
+
+def forget_streams(redis_url: str, queue: str) -> None:
+    """Remove the streams of the sessions this run made, and its Celery queue's bindings, from
+    Redis (a run leaves thousands of streams, which would otherwise pile up from run to run)."""
+    import redis
+
+    from streams.backends import RedisStreamManager
+
+    keys = RedisStreamManager(redis_url)._keys  # the store's key layout
+    client = redis.Redis.from_url(redis_url)
+    for at in range(0, len(MADE), 1000):
+        client.unlink(*(key for session in MADE[at : at + 1000] for key in keys(session)))
+    bindings = list(client.scan_iter(match=f"_kombu.binding*.{queue}", count=1000))
+    if bindings:
+        client.unlink(*bindings)
+    MADE.clear()
 
 
 async def open_streams(redis_url: str, session_ids: list[str], chunks: int = 0) -> None:
@@ -111,9 +134,12 @@ def sessions_with_streams(redis_url: str, user_id: int, count: int, chunks: int 
 
 async def connect_all(port: int, paths: list[str], headers: dict[str, str], marker: bytes) -> tuple[float, list[Any]]:
     """Open every path at once; the time until the last one has sent ``marker``, and the
-    connections (still open)."""
+    connections (still open).
+
+    The client's cyclic collector is off while they connect: with thousands of connections
+    alive, each of its full collections pauses the client for 50-200 ms, and a pause counts in
+    the storm's time, most of all in the bare app's, where the client is the bottleneck."""
     connections = [SSEConnection(HOST, port) for _ in paths]
-    start = time.perf_counter()
 
     async def connect(connection: SSEConnection, path: str) -> float:
         status = await connection.open("GET", path, headers)
@@ -121,7 +147,13 @@ async def connect_all(port: int, paths: list[str], headers: dict[str, str], mark
         await connection.read_until(marker)
         return time.perf_counter() - start
 
-    times = await asyncio.gather(*(connect(c, p) for c, p in zip(connections, paths, strict=True)))
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        times = await asyncio.gather(*(connect(c, p) for c, p in zip(connections, paths, strict=True)))
+    finally:
+        gc.enable()
     return max(times), connections
 
 
@@ -589,6 +621,7 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
             rows += post_phase(token, ports)
     finally:
         stop(helix, bare, worker)
+        forget_streams(args.redis_url, queue)
     from django.db import connection
 
     cpus = "split CPUs" if args.split_cpus else "shared CPUs"
