@@ -9,8 +9,8 @@ under the chosen server, and a Celery worker, on a temporary SQLite database (or
 database on the PostgreSQL server of ``--database-url``). ``bin/bench-http`` runs it on a
 throwaway Redis (``--postgres``: and PostgreSQL). Rows:
 
-* **reconnect storm**: N idle streams connecting at once (auth, ownership, one run read, a
-  subscription each), against the bare app accepting and answering N connections: the time
+* **reconnect storm**: N idle streams connecting at once, each its own user's with its own
+  token (auth, ownership, one run read, a subscription each), against the bare app accepting and answering N connections: the time
   until the last is served, and the server's CPU per connection (``/proc``). The times include
   the client opening its N connections, during which a server is mostly idle; the bare app's
   answers hide under that, so the CPU row is the closer measure of what a resume costs;
@@ -82,16 +82,18 @@ class Row:
 MADE: list[str] = []
 
 
-def make_sessions(user_id: int, count: int) -> list[str]:
+def make_sessions(user_id: int | list[int], count: int) -> list[str]:
+    """``count`` sessions with a running run each, of ``user_id`` (or of each of a list's users)."""
     from chat.models import ChatSession, Run
 
-    sessions = ChatSession.objects.bulk_create([ChatSession(agent="chat", owner_id=user_id) for _ in range(count)])
+    owners = user_id if isinstance(user_id, list) else [user_id] * count
+    sessions = ChatSession.objects.bulk_create([ChatSession(agent="chat", owner_id=owner) for owner in owners])
     Run.objects.bulk_create([Run(session=s, agent="chat", status="running", message_id=f"m-{s.pk}") for s in sessions])
     MADE.extend(str(s.pk) for s in sessions)
     return [str(s.pk) for s in sessions]
 
 
-def forget_streams(redis_url: str, queue: str) -> None:
+def forget_streams(redis_url: str, queue: str = "") -> None:
     """Remove the streams of the sessions this run made, and its Celery queue's bindings, from
     Redis (a run leaves thousands of streams, which would otherwise pile up from run to run)."""
     import redis
@@ -102,7 +104,7 @@ def forget_streams(redis_url: str, queue: str) -> None:
     client = redis.Redis.from_url(redis_url)
     for at in range(0, len(MADE), 1000):
         client.unlink(*(key for session in MADE[at : at + 1000] for key in keys(session)))
-    bindings = list(client.scan_iter(match=f"_kombu.binding*.{queue}", count=1000))
+    bindings = list(client.scan_iter(match=f"_kombu.binding*.{queue}", count=1000)) if queue else []
     if bindings:
         client.unlink(*bindings)
     MADE.clear()
@@ -123,7 +125,18 @@ async def open_streams(redis_url: str, session_ids: list[str], chunks: int = 0) 
     await manager.aclose()
 
 
-def sessions_with_streams(redis_url: str, user_id: int, count: int, chunks: int = 0) -> list[str]:
+def storm_users(count: int) -> list[tuple[int, str]]:
+    """``count`` users of their own, each with a token: ``(id, token)``."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    tag = uuid.uuid4().hex[:6]
+    users = User.objects.bulk_create([User(username=f"storm-{tag}-{n}") for n in range(count)])
+    tokens = Token.objects.bulk_create([Token(key=Token.generate_key(), user=user) for user in users])
+    return [(token.user.pk, token.key) for token in tokens]
+
+
+def sessions_with_streams(redis_url: str, user_id: int | list[int], count: int, chunks: int = 0) -> list[str]:
     sessions = make_sessions(user_id, count)
     asyncio.run(open_streams(redis_url, sessions, chunks))
     return sessions
@@ -132,16 +145,16 @@ def sessions_with_streams(redis_url: str, user_id: int, count: int, chunks: int 
 # -- the reconnect storm ---------------------------------------------------------------------------
 
 
-async def connect_all(port: int, paths: list[str], headers: dict[str, str], marker: bytes) -> tuple[float, list[Any]]:
-    """Open every path at once; the time until the last one has sent ``marker``, and the
-    connections (still open).
+async def connect_all(port: int, requests: list[tuple[str, dict[str, str]]], marker: bytes) -> tuple[float, list[Any]]:
+    """Make every request (path and headers) at once; the time until the last one has sent
+    ``marker``, and the connections (still open).
 
     The client's cyclic collector is off while they connect: with thousands of connections
     alive, each of its full collections pauses the client for 50-200 ms, and a pause counts in
     the storm's time, most of all in the bare app's, where the client is the bottleneck."""
-    connections = [SSEConnection(HOST, port) for _ in paths]
+    connections = [SSEConnection(HOST, port) for _ in requests]
 
-    async def connect(connection: SSEConnection, path: str) -> float:
+    async def connect(connection: SSEConnection, path: str, headers: dict[str, str]) -> float:
         status = await connection.open("GET", path, headers)
         assert status == 200, status
         await connection.read_until(marker)
@@ -151,27 +164,29 @@ async def connect_all(port: int, paths: list[str], headers: dict[str, str], mark
     gc.disable()
     try:
         start = time.perf_counter()
-        times = await asyncio.gather(*(connect(c, p) for c, p in zip(connections, paths, strict=True)))
+        times = await asyncio.gather(*(connect(c, *r) for c, r in zip(connections, requests, strict=True)))
     finally:
         gc.enable()
     return max(times), connections
 
 
 async def bench_storm(
-    port: int, bare_port: int, token: str, sessions: list[str], pids: dict[str, int], redis_url: str
+    port: int, bare_port: int, clients: list[tuple[str, str]], pids: dict[str, int], redis_url: str
 ) -> dict[str, float]:
+    """The storm of ``clients``, each a session resumed with its owner's token."""
     import redis
 
+    sessions = [session for session, _ in clients]
     bare_cpu = cpu_seconds(pids["bare"])
-    bare_s, bare = await connect_all(bare_port, ["/hello"] * len(sessions), {}, b'"ok"')
+    bare_s, bare = await connect_all(bare_port, [("/hello", {})] * len(sessions), b'"ok"')
     bare_cpu = cpu_seconds(pids["bare"]) - bare_cpu
     for connection in bare:
         connection.close()
     await asyncio.sleep(2)
     before = rss_kb(pids["helix"])
     helix_cpu = cpu_seconds(pids["helix"])
-    paths = [f"/api/chat/{s}" for s in sessions]
-    helix_s, connections = await connect_all(port, paths, {"Authorization": f"Token {token}"}, b"stream-open")
+    resumes = [(f"/api/chat/{session}", {"Authorization": f"Token {token}"}) for session, token in clients]
+    helix_s, connections = await connect_all(port, resumes, b"stream-open")
     helix_cpu = cpu_seconds(pids["helix"]) - helix_cpu
     await asyncio.sleep(2)
     after = rss_kb(pids["helix"])
@@ -190,12 +205,14 @@ async def bench_storm(
     }
 
 
-def storm_phase(
-    args: argparse.Namespace, user_id: int, token: str, ports: dict[str, int], pids: dict[str, int]
-) -> list[Row]:
-    sessions = sessions_with_streams(args.redis_url, user_id, args.idle)
+def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str, int]) -> list[Row]:
+    # As many people as streams, each resuming with a token of their own (a storm's clients are
+    # the users of the site, not one user with thousands of tabs).
+    users = storm_users(args.idle)
+    sessions = sessions_with_streams(args.redis_url, [user for user, _ in users], args.idle)
     progress(f"reconnect storm: {args.idle:,} streams")
-    storm = asyncio.run(bench_storm(ports["helix"], ports["bare"], token, sessions, pids, args.redis_url))
+    clients = [(session, token) for session, (_, token) in zip(sessions, users, strict=True)]
+    storm = asyncio.run(bench_storm(ports["helix"], ports["bare"], clients, pids, args.redis_url))
     return [
         Row(
             f"{args.idle:,} clients connecting at once, all served (Helix: idle streams; bare app: answers)",
@@ -612,7 +629,7 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
         time.sleep(2)
         progress(f"servers up ({args.server})")
         if "storm" in args.phases:
-            rows += storm_phase(args, user.pk, token, ports, pids)
+            rows += storm_phase(args, ports, pids)
         if "fanout" in args.phases:
             rows += fanout_phase(args, user.pk, token, ports, pids)
         if "rate" in args.phases:

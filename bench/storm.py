@@ -3,8 +3,8 @@
     python -m bench.storm --redis-url redis://127.0.0.1:6379/15 [--streams 3000] [--rounds 3] [--census]
 
 The demo site's ASGI application (``helix_site.asgi``: its collector settings too) is called
-directly with ASGI scopes, as a server would call it, for ``--streams`` idle streams of one user
-at once; a round ends when every stream has sent its opening comment, and the streams are then
+directly with ASGI scopes, as a server would call it, for ``--streams`` idle streams at once,
+each resumed by a user of its own with a token of its own; a round ends when every stream has sent its opening comment, and the streams are then
 closed. Each round prints the process's CPU time per resume, the collector's time per generation
 (``gc.callbacks``) and, with ``--census``, the objects the collector tracks per open stream. The
 bare app's ``/hello`` (``bench/raw_asgi.py``) answers as many requests the same way in the same
@@ -110,14 +110,16 @@ def census(streams: int) -> str:
     return f"{per:.0f} tracked objects per open stream ({common})"
 
 
-async def round_of(helix: Application, bare: Application, paths: list[str], token: str, show_census: bool) -> None:
+async def round_of(helix: Application, bare: Application, clients: list[tuple[str, str]], show_census: bool) -> None:
+    """One storm of the bare app, then one of Helix: ``clients`` are ``(path, token)``."""
+    paths = [path for path, _ in clients]
     clock = CollectorClock()
     bare_cpu, bare_calls, bare_leave = await storm(bare, [scope_of("/hello", []) for _ in paths], b'"ok"')
     bare_leave.set()
     await asyncio.gather(*bare_calls)
     clock.take()
-    headers = [(b"authorization", f"Token {token}".encode())]
-    cpu, calls, leave = await storm(helix, [scope_of(path, headers) for path in paths], b"stream-open")
+    scopes = [scope_of(path, [(b"authorization", f"Token {token}".encode())]) for path, token in clients]
+    cpu, calls, leave = await storm(helix, scopes, b"stream-open")
     collector = clock.take()
     per, bare_per = cpu / len(paths) * 1e6, bare_cpu / len(paths) * 1e6
     print(
@@ -138,25 +140,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--census", action="store_true", help="count the tracked objects per open stream")
     args = parser.parse_args()
-    os.environ.setdefault("HELIX_RATE_LIMIT", "0")  # one user resuming thousands of streams
-    os.environ.setdefault("HELIX_MAX_STREAMS_PER_CALLER", str(args.streams * 2))
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
     setup_django(Path(tempfile.mkdtemp()) / "storm.sqlite3", args.redis_url)
 
-    from django.contrib.auth.models import User
-    from rest_framework.authtoken.models import Token
+    from bench.http import forget_streams, sessions_with_streams, storm_users
 
-    from bench.http import sessions_with_streams
-
-    user = User.objects.create_user("storm", password="storm")
-    token = Token.objects.create(user=user).key
-    paths = [f"/api/chat/{s}" for s in sessions_with_streams(args.redis_url, user.pk, args.streams)]
+    # As in bench/http.py: each stream's client is a user of its own, with its own token.
+    users = storm_users(args.streams)
+    sessions = sessions_with_streams(args.redis_url, [user for user, _ in users], args.streams)
+    clients = [(f"/api/chat/{session}", token) for session, (_, token) in zip(sessions, users, strict=True)]
 
     from bench.raw_asgi import application as bare
     from helix_site.asgi import application as helix
 
     for _ in range(args.rounds):
-        asyncio.run(round_of(helix, bare, paths, token, args.census))
+        asyncio.run(round_of(helix, bare, clients, args.census))
+    forget_streams(args.redis_url)
 
 
 if __name__ == "__main__":
