@@ -42,6 +42,7 @@ from chat.exceptions import (
     SessionNotFoundError,
 )
 from chat.http.access import Caller, HelixCaller, caller_of, session_access
+from chat.http.authentication import TokenAuthentication
 from chat.session_ids import canonical_session_id
 from chat.state.db import ReadAhead, together
 from streams.conf import helix_settings
@@ -202,10 +203,16 @@ class HelixAPIView(HelixAccessMixin, APIView):
         if session_id is not None:
             self.session_exists = self.session_access(request, session_id)
 
-    def read_ahead_in_hop(self, request: Request, kwargs: dict[str, Any]) -> ReadAhead | None:
+    def reads_ahead_in_hop(self, request: Request, kwargs: dict[str, Any]) -> list[ReadAhead]:
         """What :meth:`_prepare` will read that the other requests of its hop read too, to be
-        read for all of them at once; ``None``: nothing."""
-        return None
+        read for all of them at once: the caller's token, when an authenticator can say which
+        (:meth:`chat.http.authentication.TokenAuthentication.read_ahead`)."""
+        for authenticator in request.authenticators or ():
+            if isinstance(authenticator, TokenAuthentication):
+                ahead = authenticator.read_ahead(request)
+                if ahead is not None:
+                    return [ahead]
+        return []
 
     def session_access(self, request: Request, session_id: str) -> bool:
         """Whether the session in the URL exists and the caller owns it (someone else's is a
@@ -225,7 +232,7 @@ class HelixAPIView(HelixAccessMixin, APIView):
             if kwargs.get("session_id") is not None:  # one spelling from here on (see chat.session_ids)
                 kwargs["session_id"] = canonical_session_id(kwargs["session_id"])
             prepare = functools.partial(self._prepare, drf_request, *args, **kwargs)
-            await together(prepare, self.read_ahead_in_hop(drf_request, kwargs))
+            await together(prepare, *self.reads_ahead_in_hop(drf_request, kwargs))
             response = await handler(drf_request, *args, **kwargs)
         except Exception as exc:
             response = self.handle_exception(exc)

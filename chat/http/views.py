@@ -112,11 +112,12 @@ class _ResumeMixin(HelixAPIView):
             if self.ahead is not None:
                 self.ahead.cancel()  # a refused request, or a page no one took
 
-    def read_ahead_in_hop(self, request: Request, kwargs: dict[str, Any]) -> ReadAhead | None:
+    def reads_ahead_in_hop(self, request: Request, kwargs: dict[str, Any]) -> list[ReadAhead]:
         # The resumes of a storm read their runs and owners in one query per hop.
-        if request.method != "GET" or kwargs.get("session_id") is None:
-            return None
-        return ReadAhead(read_current_runs_ahead, kwargs["session_id"])
+        aheads = super().reads_ahead_in_hop(request, kwargs)
+        if request.method == "GET" and kwargs.get("session_id") is not None:
+            aheads.append(ReadAhead(read_current_runs_ahead, kwargs["session_id"]))
+        return aheads
 
     def session_access(self, request: Request, session_id: str) -> bool:
         if request.method != "GET":

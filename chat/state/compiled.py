@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from django.db import connections, models, router
 
-__all__ = ["CompiledRead", "shared_reads"]
+__all__ = ["CompiledRead", "read_ahead", "shared_reads"]
 
 _PROBE = "helix-compiled-read-probe"
 
@@ -116,3 +116,21 @@ class CompiledRead:
             (position, functions, column) for position, (functions, column) in compiler.get_converters(columns).items()
         ]
         return sql, converters
+
+
+def read_ahead(one: CompiledRead, many: CompiledRead, keys: Iterable[Any], *, per_query: int, most: int) -> None:
+    """``one.rows(key)`` for every key of ``keys``, read with ``many`` (whose rows each begin with
+    the key they are for) in one query per ``per_query`` keys, and remembered for the reads of this
+    hop (:func:`shared_reads`); at most ``most`` rows a key, as ``one`` reads them. Each query's
+    keys are padded with its last to a power of two, so that a few compiled forms serve any hop."""
+    distinct = list(dict.fromkeys(keys))
+    for start in range(0, len(distinct), per_query):
+        chunk = distinct[start : start + per_query]
+        padded = chunk + chunk[-1:] * ((1 << (len(chunk) - 1).bit_length()) - len(chunk))
+        found: dict[Any, list[tuple[Any, ...]]] = {key: [] for key in chunk}
+        for key, *row in many.rows(*padded):
+            rows = found.get(key)
+            if rows is not None and len(rows) < most:
+                rows.append(tuple(row))
+        for key, rows in found.items():
+            one.remember(rows, key)

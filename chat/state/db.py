@@ -25,7 +25,7 @@ reconnecting streams: the calls made in one turn of the event loop run one after
 hop to a database thread, each retried as :func:`db` would retry it, with the connection tidied
 around the hop (and again after a call that failed) and their compiled reads shared and read
 ahead together (:func:`~chat.state.compiled.shared_reads`). A thousand resumes then cost tens of
-hops, tens of run reads and tens of connection checks, not a thousand of each.
+hops, tens of token reads, tens of run reads and tens of connection checks, not a thousand of each.
 """
 
 from __future__ import annotations
@@ -151,23 +151,23 @@ class ReadAhead:
 class _Call:
     work: Callable[[], Any]
     context: contextvars.Context
-    ahead: ReadAhead | None
+    aheads: tuple[ReadAhead, ...]
     future: asyncio.Future[Any]
 
 
 _open: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
 
 
-async def together(work: Callable[[], T], ahead: ReadAhead | None = None) -> T:
+async def together(work: Callable[[], T], *aheads: ReadAhead) -> T:
     """``work()`` on a database thread, as :func:`db` runs it, in one hop with the other calls
     made in this turn of the event loop (at most :data:`MOST_PER_HOP`); each call's result and
-    error are its own."""
+    error are its own. ``aheads``: what it will read, to be read with the other calls' at once."""
     loop = asyncio.get_running_loop()
     calls = _open.get(loop)
     if calls is None or len(calls) >= MOST_PER_HOP:
         calls = _open[loop] = []
         loop.call_soon(_hop, loop, calls)
-    call = _Call(work, contextvars.copy_context(), ahead, loop.create_future())
+    call = _Call(work, contextvars.copy_context(), aheads, loop.create_future())
     calls.append(call)
     try:
         result: T = await call.future
@@ -208,7 +208,7 @@ def _run_together(calls: list[_Call]) -> list[tuple[bool, Any]]:
         failed = _read_ahead(calls)
         down: Exception | None = None
         for call in calls:
-            error = down or (failed.get(call.ahead.read) if call.ahead is not None else None)
+            error = down or next((failed[a.read] for a in call.aheads if a.read in failed), None)
             if error is not None:
                 outcomes.append((False, error))
                 continue
@@ -237,8 +237,8 @@ def _read_ahead(calls: list[_Call]) -> dict[Callable[[list[Any]], None], Excepti
     database failed, with their errors."""
     keys: dict[Callable[[list[Any]], None], list[Any]] = {}
     for call in calls:
-        if call.ahead is not None:
-            keys.setdefault(call.ahead.read, []).append(call.ahead.key)
+        for ahead in call.aheads:
+            keys.setdefault(ahead.read, []).append(ahead.key)
     failed: dict[Callable[[list[Any]], None], Exception] = {}
     for read, wanted in keys.items():
         distinct = list(dict.fromkeys(wanted))

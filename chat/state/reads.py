@@ -10,7 +10,7 @@ from django.db.models import OuterRef, Subquery
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
 from chat.session_ids import record_id, session_key
-from chat.state.compiled import CompiledRead
+from chat.state.compiled import CompiledRead, read_ahead
 from chat.state.db import MOST_PER_HOP, db
 
 __all__ = ["DjangoStateReader", "current_run", "current_run_and_owner", "read_current_runs_ahead"]
@@ -62,17 +62,8 @@ def read_current_runs_ahead(session_ids: list[str]) -> None:
     """The reads of :func:`current_run_and_owner` for all of ``session_ids``, in one query per
     hop's worth of them, kept for the calls of this hop (:func:`chat.state.compiled.shared_reads`): the
     resumes of a reconnect storm, many per hop."""
-    keys = list(dict.fromkeys(key for key in map(session_key, session_ids) if key is not None))
-    for start in range(0, len(keys), MOST_PER_HOP):
-        chunk = keys[start : start + MOST_PER_HOP]
-        # Padded with its last key to a power of two, so that a few compiled forms serve any hop.
-        padded = chunk + chunk[-1:] * ((1 << (len(chunk) - 1).bit_length()) - len(chunk))
-        found: dict[str, list[tuple[Any, ...]]] = {key: [] for key in chunk}
-        for session_id, *row in _LATEST_RUNS_AND_OWNERS.rows(*padded):
-            if session_id in found:
-                found[session_id] = [tuple(row)]
-        for key, rows in found.items():
-            _LATEST_RUN_AND_OWNER.remember(rows, key)
+    keys = (key for key in map(session_key, session_ids) if key is not None)
+    read_ahead(_LATEST_RUN_AND_OWNER, _LATEST_RUNS_AND_OWNERS, keys, per_query=MOST_PER_HOP, most=1)
 
 
 class DjangoStateReader(StateStore):

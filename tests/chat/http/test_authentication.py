@@ -12,6 +12,7 @@ from rest_framework.authtoken.models import Token, TokenProxy
 from rest_framework.test import APIRequestFactory
 
 from chat.http.authentication import TokenAuthentication
+from chat.state.compiled import shared_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +87,30 @@ def test_a_subclass_keeps_drfs_model_and_keyword_hooks() -> None:
     found = Strict().authenticate(APIRequestFactory().get("/x", HTTP_AUTHORIZATION=f"Bearer {token.key}"))
     assert found is not None and found[0].pk == user.pk and type(found[1]) is TokenProxy
     assert Strict().authenticate(APIRequestFactory().get("/x", HTTP_AUTHORIZATION=f"Token {token.key}")) is None
+
+
+def test_the_tokens_of_a_hop_are_read_in_one_query(django_assert_num_queries: Any) -> None:
+    """In a database hop (chat.state.db.together) the requests' tokens are read ahead together,
+    and each request then gets from that read what its own query would have given it."""
+    users = [User.objects.create_user(f"user{n}", password="pw", is_active=n != 2) for n in range(4)]
+    tokens = [Token.objects.create(user=user) for user in users]
+    for user in users:
+        user.refresh_from_db()
+    headers = [*(f"Token {token.key}" for token in tokens), "Token no-such-key", f"token {tokens[0].key}"]
+    factory, ours = APIRequestFactory(), TokenAuthentication()
+    expected = [outcome(authentication.TokenAuthentication(), header) for header in headers]
+    aheads = [ours.read_ahead(factory.get("/x", HTTP_AUTHORIZATION=header)) for header in headers]
+    assert all(ahead is not None for ahead in aheads)
+    with shared_reads():
+        with django_assert_num_queries(1):
+            aheads[0].read([ahead.key for ahead in aheads if ahead is not None])  # type: ignore[union-attr]
+        with django_assert_num_queries(0):
+            found = [outcome(ours, header) for header in headers]
+    assert found == expected
+
+
+def test_a_request_without_a_token_of_this_keyword_reads_nothing_ahead() -> None:
+    factory, ours = APIRequestFactory(), TokenAuthentication()
+    for header in [None, "Token", "Token a b", "Bearer abc", "Token \xe9t\xe9"]:
+        request = factory.get("/x") if header is None else factory.get("/x", HTTP_AUTHORIZATION=header)
+        assert ours.read_ahead(request) is None, header

@@ -3,6 +3,7 @@ read together (a reconnect storm is thousands of these hops)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from typing import Any
 
@@ -13,8 +14,10 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from chat.exceptions import SessionNotFoundError
+from chat.http.authentication import _reads
 from chat.http.views import ChatStreamView
 from chat.models import ChatSession, Run
+from chat.state.compiled import CompiledRead
 from chat.state.db import db
 
 pytestmark = pytest.mark.django_db
@@ -94,3 +97,37 @@ async def test_a_resume_leaves_nothing_for_the_cyclic_collector() -> None:
         gc.garbage.clear()
         gc.enable()
     assert left == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_resumes_of_different_people_in_one_hop_read_their_tokens_in_one_query(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A storm's clients are people with tokens of their own: one query for their tokens per hop.
+    def fixtures() -> list[tuple[str, str]]:
+        clients = []
+        for n in range(5):
+            owner, token = owner_with_token(f"owner{n}")
+            session = ChatSession.objects.create(owner=owner, agent="chat")
+            Run.objects.create(session=session, agent="chat", status="completed", message_id=f"m-{n}")
+            clients.append((session.pk, token.key))
+        return clients
+
+    clients = await db(fixtures)()
+    reads: list[tuple[CompiledRead, int]] = []
+    real_read = CompiledRead._read
+
+    def counted(self: CompiledRead, alias: str, values: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        reads.append((self, len(values)))
+        return real_read(self, alias, values)
+
+    monkeypatch.setattr(CompiledRead, "_read", counted)
+    view = ChatStreamView.as_view()
+    factory = APIRequestFactory()
+    responses = await asyncio.gather(
+        *(view(factory.get(f"/api/chat/{s}/stream", HTTP_AUTHORIZATION=f"Token {k}"), session_id=s) for s, k in clients)
+    )
+    assert [r.status_code for r in responses] == [204] * 5  # each its own, past its owner's check
+    tokens = _reads[Token]
+    assert [n for read, n in reads if read is tokens.many] == [8]  # five keys, padded to a power of two
+    assert [n for read, n in reads if read is tokens.read] == []

@@ -233,3 +233,29 @@ async def test_a_key_alone_is_not_read_ahead_and_one_read_ahead_covers_many() ->
     assert hops == []
     await asyncio.gather(*(together(functools.partial(int, 1), ReadAhead(ahead, key)) for key in "abba"))
     assert hops == [["a", "b", 0]]
+
+
+async def test_a_call_reads_ahead_with_several_reads_each_made_once_for_its_hop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(db_module, "CONNECT_PATIENCE", 0.0)
+    tokens: list[list[Any]] = []
+    runs: list[list[Any]] = []
+    token_read, run_read = counted_reads(tokens), counted_reads(runs)
+
+    def stalled(keys: list[Any]) -> None:
+        raise OperationalError("canceling statement due to statement timeout")
+
+    outcomes = await asyncio.gather(
+        *(
+            together(functools.partial(int, n), ReadAhead(token_read, f"t{n % 2}"), ReadAhead(run_read, n))
+            for n in range(4)
+        ),
+        together(functools.partial(int, 9), ReadAhead(run_read, 9), ReadAhead(stalled, 1)),
+        together(functools.partial(int, 8), ReadAhead(stalled, 2)),
+        return_exceptions=True,
+    )
+    assert outcomes[:4] == [0, 1, 2, 3]
+    # A call fails with any of its reads that the database failed, and only those calls do.
+    assert isinstance(outcomes[4], DatabaseUnavailableError) and isinstance(outcomes[5], DatabaseUnavailableError)
+    assert tokens == [["t0", "t1", 0]] and runs == [[0, 1, 2, 3, 9, 0]]
