@@ -45,8 +45,10 @@ class _TokenRead:
 
     def read_ahead(self, keys: list[str]) -> None:
         """The reads of :meth:`token` for all of ``keys`` at once, kept for the calls of this
-        database hop (:func:`chat.state.compiled.shared_reads`)."""
-        read_ahead(self.read, self.many, keys, per_query=MOST_PER_HOP, most=2)
+        database hop (:func:`chat.state.compiled.shared_reads`). A key no token came back for
+        reads for itself: a custom model's key may not be a string column, and a collation may
+        match a key that differs in case, as DRF's own lookup would."""
+        read_ahead(self.read, self.many, keys, per_query=MOST_PER_HOP, most=2, exact=False)
 
     def token(self, key: str) -> Any:
         """The token of ``key`` with its user attached, or ``None`` (for no token, and for more

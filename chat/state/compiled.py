@@ -118,11 +118,18 @@ class CompiledRead:
         return sql, converters
 
 
-def read_ahead(one: CompiledRead, many: CompiledRead, keys: Iterable[Any], *, per_query: int, most: int) -> None:
+def read_ahead(
+    one: CompiledRead, many: CompiledRead, keys: Iterable[Any], *, per_query: int, most: int, exact: bool = True
+) -> None:
     """``one.rows(key)`` for every key of ``keys``, read with ``many`` (whose rows each begin with
     the key they are for) in one query per ``per_query`` keys, and remembered for the reads of this
     hop (:func:`shared_reads`); at most ``most`` rows a key, as ``one`` reads them. Each query's
-    keys are padded with its last to a power of two, so that a few compiled forms serve any hop."""
+    keys are padded with its last to a power of two, so that a few compiled forms serve any hop.
+
+    A row is remembered only for the key it came back with. ``exact``: the database compares the
+    keys as Python does, so a key no row came back for has none; otherwise (a column of another
+    type than the keys', a case-insensitive collation) that key is left to its own read, which
+    asks the database as ``one`` would."""
     distinct = list(dict.fromkeys(keys))
     for start in range(0, len(distinct), per_query):
         chunk = distinct[start : start + per_query]
@@ -133,4 +140,5 @@ def read_ahead(one: CompiledRead, many: CompiledRead, keys: Iterable[Any], *, pe
             if rows is not None and len(rows) < most:
                 rows.append(tuple(row))
         for key, rows in found.items():
-            one.remember(rows, key)
+            if rows or exact:
+                one.remember(rows, key)

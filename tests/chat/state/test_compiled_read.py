@@ -4,13 +4,13 @@ types them, and the ORM itself for a query the compiled form cannot take."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from django.contrib.auth.models import User
 
 from chat.models import ChatSession, Run
-from chat.state.compiled import CompiledRead
+from chat.state.compiled import CompiledRead, read_ahead
 from chat.state.reads import current_run_and_owner
 
 pytestmark = pytest.mark.django_db
@@ -81,3 +81,33 @@ def test_a_read_by_a_column_the_probe_is_no_value_of_runs_through_the_orm() -> N
     read = CompiledRead(Run, lambda key: Run.objects.filter(pk=key).values_list("status"))  # a UUID column
     assert read.rows(str(run.pk)) == [("running",)]
     assert read.rows(str(uuid.uuid4())) == []
+
+
+def test_a_read_ahead_remembers_rows_only_for_the_keys_they_came_back_with() -> None:
+    class Many:
+        """Rows as a query by several keys returns them: each begins with its key."""
+
+        def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+            self.back, self.asked = rows, list[tuple[str, ...]]()
+
+        def rows(self, *keys: str) -> list[tuple[Any, ...]]:
+            self.asked.append(keys)
+            return self.back
+
+    class One:
+        def __init__(self) -> None:
+            self.remembered: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+
+        def remember(self, rows: list[tuple[Any, ...]], *values: str) -> None:
+            self.remembered[values] = rows
+
+    # "B" came back for "b": a database that compares more loosely than Python (a collation).
+    many = Many([("a", 1), ("a", 2), ("a", 3), ("B", 4), ("x", 5)])
+    cases = [(True, {("a",): [(1,), (2,)], ("b",): [], ("c",): []}), (False, {("a",): [(1,), (2,)]})]
+    for exact, remembered in cases:
+        one = One()
+        read_ahead(cast(Any, one), cast(Any, many), ["a", "b", "c", "a"], per_query=64, most=2, exact=exact)
+        # At most two rows a key, none for another key's row; without exact keys, "b" and "c"
+        # are left to their own reads.
+        assert one.remembered == remembered, exact
+    assert many.asked == [("a", "b", "c", "c")] * 2  # padded with its last key to a power of two
