@@ -10,10 +10,11 @@ database on the PostgreSQL server of ``--database-url``). ``bin/bench-http`` run
 throwaway Redis (``--postgres``: and PostgreSQL). Rows:
 
 * **reconnect storm**: N idle streams connecting at once, each its own user's with its own
-  token (auth, ownership, one run read, a subscription each), against the bare app accepting and answering N connections: the time
-  until the last is served, and the server's CPU per connection (``/proc``). The times include
-  the client opening its N connections, during which a server is mostly idle; the bare app's
-  answers hide under that, so the CPU row is the closer measure of what a resume costs;
+  token (auth, ownership, one run read, a subscription each), against the bare app accepting
+  and answering N connections: the time until the last is served, and the server's CPU per
+  connection (``/proc``). The times include the client opening its N connections, during
+  which a server is mostly idle; the bare app's answers hide under that, so the CPU row is the
+  closer measure of what a resume costs;
 * **live fan-out** (:mod:`bench.fanout`): the server's CPU time per delivered event at a fixed
   load, the largest load it sustains (every event delivered, p99 ≤ 20 ms) found by stepping,
   and 300 streams x 20 events/s, against the bare fan-out app (one pub/sub connection, each

@@ -3,15 +3,15 @@
     python -m bench.storm --redis-url redis://127.0.0.1:6379/15 [--streams 3000] [--rounds 3] [--census]
 
 The demo site's ASGI application (``helix_site.asgi``: its collector settings too) is called
-directly with ASGI scopes, as a server would call it, for ``--streams`` idle streams at once,
-each resumed by a user of its own with a token of its own; a round ends when every stream has sent its opening comment, and the streams are then
-closed. Each round prints the process's CPU time per resume, the collector's time per generation
-(``gc.callbacks``) and, with ``--census``, the objects the collector tracks per open stream. The
-bare app's ``/hello`` (``bench/raw_asgi.py``) answers as many requests the same way in the same
-run, as the baseline. Pin the process to one CPU (``taskset -c 0``) as ``bench/http.py
---split-cpus`` pins the server: the database thread and the event loop then take turns, as they
-do there. Alternate two trees with it to see what a change does to a storm's CPU; the machine's
-noise is smaller here than through a server and the network, not absent.
+directly with ASGI scopes, as a server would call it, for ``--streams`` idle streams at once, each
+resumed by a user of its own with a token of its own; a round ends when every stream has sent its
+opening comment, and the streams are then closed. Each round prints the process's CPU time per
+resume, the collector's time per generation (``gc.callbacks``) and, with ``--census``, the objects
+the collector tracks per open stream. The bare app's ``/hello`` (``bench/raw_asgi.py``) answers as
+many requests the same way in the same run, as the baseline. Pin the process to one CPU
+(``taskset -c 0``) as ``bench/http.py --split-cpus`` pins the server: the database thread and the
+event loop then take turns, as they do there. Alternate two trees with it to see what a change does to a
+storm's CPU; the machine's noise is smaller here than through a server and the network, not absent.
 
 Uses its own SQLite database file and the given Redis.
 """
