@@ -125,11 +125,16 @@ class HelixSettings:
         if name.startswith("_"):
             raise AttributeError(name)
         try:
-            return self.as_dict()[name]
+            value = self.as_dict()[name]
         except KeyError:
             raise AttributeError(f"Unknown Helix setting {name!r}") from None
+        # Kept as an attribute, found from now on without this call: every request reads a few.
+        self.__dict__[name] = value
+        return value
 
     def reload(self) -> None:
+        for name in [name for name in self.__dict__ if not name.startswith("_")]:
+            del self.__dict__[name]
         self._cache = None
 
 

@@ -33,6 +33,16 @@ def test_defaults() -> None:
         _ = helix_settings.NOT_A_SETTING
 
 
+def test_a_setting_read_once_follows_a_change_of_the_settings() -> None:
+    """Settings are kept as attributes once read (every request reads a few); a change of
+    ``HELIX`` drops them, and the restored settings are read again."""
+    before = helix_settings.SSE_KEEPALIVE_SECONDS
+    with override_settings(HELIX={"SSE_KEEPALIVE_SECONDS": 2.5}):
+        assert helix_settings.SSE_KEEPALIVE_SECONDS == 2.5
+        assert helix_settings.SSE_KEEPALIVE_SECONDS == 2.5
+    assert helix_settings.SSE_KEEPALIVE_SECONDS == before
+
+
 def test_partial_settings_merge_over_defaults_and_pick_the_backend() -> None:
     with override_settings(HELIX={"STREAMS": {"BACKEND": "redis", "OPTIONS": {"url": "redis://h:1/2", "ttl": 60}}}):
         manager = get_stream_manager()

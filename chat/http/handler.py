@@ -55,7 +55,8 @@ class _Unread:
 
 
 UNREAD = _Unread()
-"""``handle_resume(run=UNREAD)``: the caller has not read the session's current run."""
+"""``handle_resume(run=UNREAD)``: the caller has not read the session's current run
+(``position=UNREAD``: nor the client's position)."""
 
 
 class FrontendHandler:
@@ -248,6 +249,7 @@ class FrontendHandler:
         *,
         run: RunInfo | _Unread | None = UNREAD,
         ahead: PageAhead | None = None,
+        position: int | _Unread | None = UNREAD,
     ) -> HandlerResponse:
         """Stream the session's current run from the client's position: 200 with what the client
         lacks (the rest of the run, and its end when it ended), 204 when it has everything (or
@@ -255,9 +257,11 @@ class FrontendHandler:
         of the stream, which this server never sent. ``run``: the session's current run when the
         caller has read it already (in the hop that checked the session's owner), else it is read
         here. ``ahead``: the first page from the client's position, read while the caller was
-        checked (:meth:`read_ahead`); used when the run starts at or before that position."""
+        checked (:meth:`read_ahead`); used when the run starts at or before that position.
+        ``position``: the client's position when the caller has read it from ``headers`` already."""
         try:
-            position = extract_resume_position(headers)
+            if isinstance(position, _Unread):
+                position = extract_resume_position(headers)
             if isinstance(run, _Unread):
                 run = await self.store.get_current_run(session_id)
             # The stream's state and the reader's first page in one round trip.

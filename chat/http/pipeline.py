@@ -68,6 +68,9 @@ def _classes(setting: Any, default: Sequence[Any]) -> list[Any]:
 #: The classes of each list of dotted paths the settings name, imported once: every request asks.
 _imported: dict[tuple[Any, ...], list[Any]] = {}
 
+#: The methods each view class answers (``Allow``), by class and its ``http_method_names``.
+_allowed: dict[tuple[type, tuple[str, ...]], tuple[str, ...]] = {}
+
 
 def error_json(error: HelixError, headers: dict[str, str] | None = None) -> JsonResponse:
     """The JSON error response of ``error``: ``{"error", "code"}`` with its status."""
@@ -258,7 +261,18 @@ class HelixAPIView(HelixAccessMixin, APIView):
         raise exceptions.MethodNotAllowed("OPTIONS")
 
     def _allowed_methods(self) -> list[str]:
-        return [m.upper() for m in self.http_method_names if m != "options" and hasattr(self, m)]
+        # DRF asks on every request (for ``Allow``): the answer is the class's, made once. HEAD
+        # where there is a GET, as Django's View.setup() gives every instance.
+        cls = type(self)
+        key = (cls, tuple(self.http_method_names))
+        methods = _allowed.get(key)
+        if methods is None:
+            methods = _allowed[key] = tuple(
+                m.upper()
+                for m in self.http_method_names
+                if m != "options" and (hasattr(cls, m) or (m == "head" and hasattr(cls, "get")))
+            )
+        return list(methods)
 
     def require_session(self) -> None:
         """404 unless the session in the URL exists (and the caller owns it)."""

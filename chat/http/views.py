@@ -82,19 +82,18 @@ def _json_body(request: Request) -> Any:
     return decode_json_body(raw)
 
 
-def _read_ahead(request: HttpRequest, session_id: str | None) -> PageAhead | None:
-    """The first page of a resume read ahead (:mod:`chat.http.read_ahead`): for a GET that names
-    its position and carries credentials; ``None`` for any other request."""
-    if session_id is None or request.method != "GET":
+def _read_ahead(request: HttpRequest, session_id: str | None, position: int | None) -> PageAhead | None:
+    """The first page of a resume from ``position`` read ahead (:mod:`chat.http.read_ahead`): for
+    a GET that names its position and carries credentials; ``None`` for any other request."""
+    if session_id is None or position is None or request.method != "GET":
         return None
     if "HTTP_AUTHORIZATION" not in request.META and settings.SESSION_COOKIE_NAME not in request.COOKIES:
         return None
     try:
-        position = extract_resume_position(request)
         session_id = canonical_session_id(session_id)
     except HelixError:  # the view answers it with its typed error
         return None
-    return None if position is None else get_handler().read_ahead(session_id, position)
+    return get_handler().read_ahead(session_id, position)
 
 
 class _ResumeMixin(HelixAPIView):
@@ -102,10 +101,18 @@ class _ResumeMixin(HelixAPIView):
     stream_route = True
     latest_run: RunInfo | None = None
     ahead: PageAhead | None = None
+    #: A GET's resume position (``Last-Event-ID``), read once, or the error that it is malformed.
+    position: int | HelixError | None = None
 
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
-        # The stream's first page is read while the pipeline's database hop runs.
-        self.ahead = _read_ahead(request, kwargs.get("session_id"))
+        if request.method in ("GET", "HEAD"):
+            try:
+                self.position = extract_resume_position(request)
+            except HelixError as exc:  # a 400 from get(), once the caller is known
+                self.position = exc
+            else:
+                # The stream's first page is read while the pipeline's database hop runs.
+                self.ahead = _read_ahead(request, kwargs.get("session_id"), self.position)
         try:
             return await super().dispatch(request, *args, **kwargs)
         finally:
@@ -134,13 +141,17 @@ class _ResumeMixin(HelixAPIView):
 
     async def get(self, request: Request, session_id: str) -> HttpResponseBase:
         """Stream the current run from the client's position (204 when there is nothing)."""
-        headers = request._request  # Django's request: its META, without DRF's attribute proxy
-        extract_resume_position(headers)  # a malformed position is a 400, whatever the session
+        position = self.position
+        if isinstance(position, HelixError):  # a malformed position is a 400, whatever the session
+            raise position
         if not self.session_exists:
             return HttpResponse(status=204)
         key = caller_key(self.caller)
         admit(key)
-        response = await get_handler().handle_resume(session_id, headers, run=self.latest_run, ahead=self.ahead)
+        headers = request._request  # Django's request: its META, without DRF's attribute proxy
+        response = await get_handler().handle_resume(
+            session_id, headers, run=self.latest_run, ahead=self.ahead, position=position
+        )
         return to_django(response, key)
 
 

@@ -131,6 +131,20 @@ async def test_bad_resume_headers_and_malformed_ids() -> None:
     assert (await alice.get(f"/api/chat/{uuid.uuid4()}")).status_code == 204
 
 
+async def test_allow_names_each_views_methods_and_head_reads_the_position_as_get_does() -> None:
+    alice = await login("alice")
+    session_id = str(uuid.uuid4())
+    await read_events(await post(alice, session_id, {"message": "hi"}))
+    refused = await alice.put(f"/api/chat/{session_id}")
+    assert (refused.status_code, refused["Allow"]) == (405, "GET, POST, DELETE, HEAD")
+    assert (await alice.get(f"/api/chat/{session_id}/snapshot"))["Allow"] == "GET, HEAD"
+    assert (await alice.post(f"/api/chat/{session_id}/stop"))["Allow"] == "POST"
+    bad = await alice.head(f"/api/chat/{session_id}", headers={"Last-Event-ID": "x"})
+    assert bad.status_code == 400
+    assert (await alice.head(f"/api/chat/{session_id}", headers={"Last-Event-ID": "999999"})).status_code == 400
+    assert (await alice.head(f"/api/chat/{session_id}")).status_code == 204  # the run ended: nothing to send
+
+
 async def test_rate_limit(settings: Any) -> None:
     alice = await login("alice")
     with override_settings(HELIX={**settings.HELIX, "THROTTLE_RATES": {"helix_chat": "2/minute"}}):
