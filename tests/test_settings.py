@@ -40,7 +40,8 @@ def test_a_setting_read_once_follows_a_change_of_the_settings() -> None:
     with override_settings(HELIX={"SSE_KEEPALIVE_SECONDS": 2.5}):
         assert helix_settings.SSE_KEEPALIVE_SECONDS == 2.5
         assert helix_settings.SSE_KEEPALIVE_SECONDS == 2.5
-    assert helix_settings.SSE_KEEPALIVE_SECONDS == before
+    restored = helix_settings.SSE_KEEPALIVE_SECONDS
+    assert restored == before
 
 
 def test_partial_settings_merge_over_defaults_and_pick_the_backend() -> None:
