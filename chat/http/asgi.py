@@ -31,7 +31,6 @@ from django.contrib.sessions.backends.base import SessionBase
 from django.core.handlers.asgi import ASGIRequest
 from django.http import JsonResponse
 from django.http.request import HttpHeaders
-from django.http.response import HttpResponseBase
 from django.urls import Resolver404, ResolverMatch, get_resolver
 from django.utils.functional import cached_property
 from django.utils.module_loading import import_string
@@ -136,15 +135,13 @@ def _stream_route(scope: dict[str, Any]) -> Found | None:
     return found if getattr(view_class, "stream_route", False) else None
 
 
-def _headers(response: HttpResponseBase) -> list[tuple[bytes, bytes]]:
+def _headers(response: Any) -> list[tuple[bytes, bytes]]:
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.items() if k.lower() != "connection"]
     headers += [(b"set-cookie", c.output(header="").strip().encode("latin-1")) for c in response.cookies.values()]
     return headers
 
 
-async def _send_response(
-    response: HttpResponseBase, receive: Any, send: Any, started: Callable[[], None] = lambda: None
-) -> None:
+async def _send_response(response: Any, receive: Any, send: Any, started: Callable[[], None] = lambda: None) -> None:
     """Send ``response``; ``started()`` once its head and its first part are sent."""
     await send({"type": "http.response.start", "status": response.status_code, "headers": _headers(response)})
     if not response.streaming:
@@ -197,12 +194,15 @@ async def _send_response(
                 await aclose()
 
 
-async def _respond(route: Found, scope: dict[str, Any]) -> HttpResponseBase:
-    """The response of the Helix view of ``route`` to the request of ``scope``."""
+async def _respond(route: Found, scope: dict[str, Any], resume_by_owner: Any) -> Any:
+    """The response of the Helix view of ``route`` to the request of ``scope``: a Django
+    response, or an :class:`~chat.http.owner_resume.OwnerStream` (``resume_by_owner``'s)."""
     request = _StreamRequest(scope, io.BytesIO())
     view, args, kwargs = route
     try:
-        response: HttpResponseBase = await view(request, *args, **kwargs)
+        response = await resume_by_owner(view, request, args, kwargs)
+        if response is None:
+            response = await view(request, *args, **kwargs)
     except Exception:  # the view renders every error it knows; this is a bug, not the client's
         logger.exception("resume of %s failed", scope.get("path"))
         response = JsonResponse(ExecutionError("The stream could not be resumed").as_dict(), status=500)
@@ -223,9 +223,11 @@ class StreamRouter:
     def __init__(self, django_app: Any) -> None:
         # Here, not at the top: a site's asgi.py imports this module before Django is set up, and
         # the pipeline imports models.
+        from chat.http.owner_resume import resume_by_owner
         from chat.http.pipeline import import_classes
 
         self.django_app = django_app
+        self.resume_by_owner = resume_by_owner
         # Import the URLconf (and the views behind it) and the classes of the views' pipeline now,
         # at startup, not in the first request: after a restart that is the first of a storm of
         # reconnecting streams, all waiting on it.
@@ -246,7 +248,7 @@ class StreamRouter:
             return
         # Neither the request nor its route is kept while its stream is open (minutes, thousands
         # of them): the response's body holds what the stream needs.
-        responding = _respond(route, scope)
+        responding = _respond(route, scope, self.resume_by_owner)
         del route
         # No automatic collection while a storm's resumes wait for their first bytes (see
         # chat.http.collector): their half-made requests are gone by the time it comes back on.

@@ -65,7 +65,8 @@ class _TokenRead:
         return token
 
 
-_reads: dict[type[models.Model], _TokenRead] = {}
+#: The read of each token model, and of each authentication class whose model DRF picks.
+_reads: dict[Any, _TokenRead] = {}
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
@@ -81,17 +82,25 @@ class TokenAuthentication(authentication.TokenAuthentication):
             key = auth[1].decode()
         except UnicodeError:
             return None
-        return ReadAhead(self._read().read_ahead, key)
+        return ReadAhead(self.token_read().read_ahead, key)
 
-    def _read(self) -> _TokenRead:
-        model = self.get_model()
-        read = _reads.get(model)
+    def token_read(self) -> _TokenRead:
+        """The compiled read of this class's token model: ``token(key)``, and ``read_ahead(keys)``."""
+        # DRF's get_model() imports its Token model on every call: where it is DRF's own, the
+        # class and its ``model`` name the read.
+        named = type(self).get_model is authentication.TokenAuthentication.get_model
+        read = _reads.get((type(self), self.model)) if named else None
         if read is None:
-            read = _reads[model] = _TokenRead(model)
+            model = self.get_model()
+            read = _reads.get(model)
+            if read is None:
+                read = _reads[model] = _TokenRead(model)
+            if named:
+                _reads[(type(self), self.model)] = read
         return read
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        token = self._read().token(key)
+        token = self.token_read().token(key)
         if token is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
         if not token.user.is_active:

@@ -49,7 +49,14 @@ from streams.conf import helix_settings
 from streams.exceptions import HelixError, StreamUnavailableError, ValidationError
 from workers.exceptions import DatabaseUnavailableError
 
-__all__ = ["HelixAPIView", "HelixAccessMixin", "error_json", "helix_exception_handler", "import_classes"]
+__all__ = [
+    "HelixAPIView",
+    "HelixAccessMixin",
+    "error_json",
+    "helix_exception_handler",
+    "import_classes",
+    "pipeline_classes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -127,13 +134,21 @@ def helix_exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResp
     return response
 
 
+def pipeline_classes() -> tuple[list[Any], list[Any], list[Any]]:
+    """The authentication, permission and throttle classes of every Helix view, as the settings
+    name them (``HelixCaller`` is applied after the permissions, always)."""
+    return (
+        _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES),
+        _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES),
+        _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES),
+    )
+
+
 def import_classes() -> None:
     """Import the authentication, permission and throttle classes the settings name, now: the
     ASGI application does this when it is built, so that the first request after a restart (the
     head of a storm of reconnecting streams) does not import their modules while the rest wait."""
-    _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
-    _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
-    _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)
+    pipeline_classes()
     _classes(helix_settings.OVERRIDE_PERMISSION_CLASSES, ())
 
 
@@ -145,15 +160,13 @@ class HelixAccessMixin:
     throttled_post = False
 
     def get_authenticators(self) -> list[BaseAuthentication]:
-        classes = _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
-        return [cls() for cls in classes]
+        return [cls() for cls in pipeline_classes()[0]]
 
     def get_permissions(self) -> list[BasePermission]:
-        classes = _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
-        return [cls() for cls in classes] + [HelixCaller()]
+        return [cls() for cls in pipeline_classes()[1]] + [HelixCaller()]
 
     def get_throttles(self) -> list[BaseThrottle]:
-        return [cls() for cls in _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)]
+        return [cls() for cls in pipeline_classes()[2]]
 
     def get_exception_handler(self) -> Any:
         return helix_exception_handler
@@ -194,6 +207,9 @@ class HelixAPIView(HelixAccessMixin, APIView):
     def as_view(cls, **initkwargs: Any) -> Any:
         view = super().as_view(**initkwargs)
         view.helix_view = cls  # type: ignore[attr-defined]  # the ASGI stream route finds its views by it
+        # A decorator's wrapper copies these attributes but is not this function: the stream route
+        # answers for the view only when the URLconf holds the view itself.
+        view.helix_view_function = view  # type: ignore[attr-defined]
         return view
 
     def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "SessionListView",
     "SnapshotView",
     "StopView",
+    "django_headers",
     "to_django",
 ]
 
@@ -58,14 +59,20 @@ def to_django(response: HandlerResponse, caller: str | None = None) -> HttpRespo
     one of ``caller``'s open streams while it runs, when given)."""
     if caller is not None and response.is_stream:
         response.body = counted(caller, cast(AsyncIterator[bytes], response.body))
-    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("connection", "content-type")}
-    content_type = response.headers.get("content-type", "application/json")
+    headers, content_type = django_headers(response)
     if response.is_stream:
         body = cast(AsyncIterator[bytes], response.body)
         streaming = StreamingHttpResponse(body, status=response.status, content_type=content_type, headers=headers)
         streaming.helix_body = body  # type: ignore[attr-defined]  # closed by the ASGI route
         return streaming
     return HttpResponse(response.body or "", status=response.status, content_type=content_type, headers=headers)
+
+
+def django_headers(response: HandlerResponse) -> tuple[dict[str, str], str]:
+    """The headers of ``response`` as a Django response is given them (no ``Connection``, for
+    the server's to say), and its content type."""
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("connection", "content-type")}
+    return headers, response.headers.get("content-type", "application/json")
 
 
 def _json_body(request: Request) -> Any:

@@ -42,3 +42,18 @@ async def post(client: AsyncClient, session_id: str, body: Any, headers: dict[st
     return await client.post(
         f"/api/chat/{session_id}", json.dumps(body), content_type="application/json", headers=headers
     )
+
+
+def scope(path: str, method: str = "GET", headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ASGI scope of an HTTP request, as a server passes it to the application."""
+    return {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 5000),
+        "scheme": "http",
+        "http_version": "1.1",
+    }

@@ -18,22 +18,9 @@ from rest_framework.authtoken.models import Token
 from chat.http.asgi import StreamRouter
 from chat.models import ChatSession, Run
 from streams.backends import get_stream_manager
+from tests.chat.http.requests import scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def scope(path: str, method: str = "GET", headers: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "query_string": b"",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
-        "server": ("testserver", 80),
-        "client": ("127.0.0.1", 5000),
-        "scheme": "http",
-        "http_version": "1.1",
-    }
 
 
 async def owned_session() -> tuple[str, str]:

@@ -1,0 +1,216 @@
+"""A resume by its session's owner with a token, answered by the stream route without the
+pipeline's objects (``chat/http/owner_resume.py``): the same answer as the pipeline's, for the
+owner and for everyone the pipeline turns away."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import override_settings
+from rest_framework.authtoken.models import Token
+
+from chat.http import owner_resume
+from chat.http.asgi import StreamRouter
+from chat.http.pipeline import HelixAPIView
+from chat.models import ChatSession, Run
+from streams.backends import get_stream_manager
+from tests.chat.http.requests import scope
+from workers.exceptions import DatabaseUnavailableError
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def refuse(*args: Any) -> None:
+    raise AssertionError("a resume must not reach Django")
+
+
+async def get(path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """A GET through the stream route, read until the stream's first text (or the answer's end):
+    its status, headers and body."""
+    sent: list[dict[str, Any]] = []
+    leave = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    task = asyncio.ensure_future(StreamRouter(refuse)(scope(path, headers=headers), receive, send))
+    for _ in range(250):
+        body = b"".join(m.get("body", b"") for m in sent[1:])
+        if task.done() or b'"delta":"Hello"' in body:
+            break
+        await asyncio.sleep(0.02)
+    leave.set()
+    await asyncio.wait_for(task, 5)
+    start = sent[0]
+    return (
+        start["status"],
+        {k.decode(): v.decode() for k, v in start["headers"]},
+        b"".join(m.get("body", b"") for m in sent[1:]),
+    )
+
+
+def through_the_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(owner_resume, "_VIEWS", ())
+
+
+@pytest.fixture
+def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests the pipeline answered."""
+    paths: list[str] = []
+    dispatch = HelixAPIView.dispatch
+
+    async def counted(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        paths.append(request.path)
+        return await dispatch(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(HelixAPIView, "dispatch", counted)
+    return paths
+
+
+@sync_to_async
+def person(name: str, *, active: bool = True) -> tuple[User, str]:
+    user = User.objects.create_user(f"{name}-{uuid.uuid4().hex[:6]}", password="pw-owner", is_active=active)
+    return user, Token.objects.create(user=user).key
+
+
+async def session_of(owner: User, *, run: bool = True) -> str:
+    session = await sync_to_async(ChatSession.objects.create)(agent="chat", owner=owner)
+    if run:
+        await sync_to_async(Run.objects.create)(session=session, agent="chat", status="running", message_id="m-1")
+        writer = await get_stream_manager().create_writer(str(session.pk), "run-1")
+        await writer.write({"type": "text_delta", "delta": "Hello"})
+    return str(session.pk)
+
+
+async def test_the_owners_resume_skips_the_pipeline_and_answers_as_it_does(
+    monkeypatch: pytest.MonkeyPatch, dispatched: list[str]
+) -> None:
+    owner, token = await person("owner")
+    session_id = await session_of(owner)
+    auth = {"Authorization": f"Token {token}"}
+    for path in (f"/api/chat/{session_id}", f"/api/chat/{session_id}/stream"):
+        status, headers, body = await get(path, auth)
+        assert dispatched == []  # answered without the pipeline
+        assert status == 200 and b'"delta":"Hello"' in body
+        with monkeypatch.context() as patch:
+            through_the_pipeline(patch)
+            assert await get(path, auth) == (status, headers, body)
+        assert dispatched == [path]
+        dispatched.clear()
+    assert headers["Allow"] == "GET, HEAD" and headers["Content-Type"] == "text/event-stream"
+
+
+async def test_whatever_the_owners_check_does_not_allow_gets_the_pipelines_answer(
+    monkeypatch: pytest.MonkeyPatch, dispatched: list[str]
+) -> None:
+    owner, token = await person("owner")
+    _, strangers = await person("stranger")
+    _, inactive = await person("inactive", active=False)
+    session_id = await session_of(owner)
+    runless = await session_of(owner, run=False)
+    cases = [
+        (session_id, {"Authorization": f"Token {strangers}"}, 404),
+        (session_id, {"Authorization": "Token not-a-token"}, 401),
+        (session_id, {"Authorization": f"Token {inactive}"}, 401),
+        (session_id, {"Authorization": "Token"}, 401),
+        (session_id, {"Authorization": f"Token {token} more"}, 401),
+        (session_id, {"Authorization": f"token  {token}", "Last-Event-ID": "x"}, 400),
+        (session_id, {"Authorization": f"Bearer {token}"}, 401),
+        (session_id, {}, 401),
+        (session_id, {"Authorization": f"Token {token}", "Last-Event-ID": "x"}, 400),
+        (runless, {"Authorization": f"Token {token}"}, 204),
+        (str(uuid.uuid4()), {"Authorization": f"Token {token}"}, 204),
+    ]
+    for session, headers, expected in cases:
+        dispatched.clear()
+        answer = await get(f"/api/chat/{session}", headers)
+        assert answer[0] == expected, (headers, answer)
+        assert dispatched == [f"/api/chat/{session}"], headers  # the pipeline answered it
+        with monkeypatch.context() as patch:
+            through_the_pipeline(patch)
+            assert await get(f"/api/chat/{session}", headers) == answer, headers
+
+
+async def test_the_owners_resume_that_gets_no_stream_is_answered_here_as_the_pipeline_does(
+    monkeypatch: pytest.MonkeyPatch, dispatched: list[str]
+) -> None:
+    owner, token = await person("owner")
+    live, ended, failed = await session_of(owner), await session_of(owner), await session_of(owner)
+    await get_stream_manager().end_stream(ended)
+    await get_stream_manager().fail_stream(failed, "the model broke")
+    auth = {"Authorization": f"Token {token}"}
+    cases = [
+        (live, {**auth, "Last-Event-ID": "99"}, 400),  # past the end of the stream
+        (ended, auth, 204),  # the run ended, and the client asks for no position after it
+        (failed, auth, 410),
+    ]
+    for session, headers, expected in cases:
+        dispatched.clear()
+        answer = await get(f"/api/chat/{session}", headers)
+        assert (answer[0], dispatched) == (expected, []), headers  # answered here
+        assert answer[1]["Allow"] == "GET, POST, DELETE, HEAD"
+        with monkeypatch.context() as patch:
+            through_the_pipeline(patch)
+            assert await get(f"/api/chat/{session}", headers) == answer
+
+
+async def test_a_caller_at_its_cap_and_a_database_that_fails_are_answered_alike(
+    monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    owner, token = await person("owner")
+    auth = {"Authorization": f"Token {token}"}
+    settings.HELIX = {**settings.HELIX, "MAX_STREAMS_PER_CALLER": 0}
+    session_id = await session_of(owner)  # (the change of HELIX made a new in-memory store)
+    capped = await get(f"/api/chat/{session_id}", auth)  # left to the pipeline, which refuses it
+    assert capped[0] == 429 and json.loads(capped[2])["code"] == "TOO_MANY_STREAMS"
+    settings.HELIX = {**settings.HELIX, "MAX_STREAMS_PER_CALLER": 16}
+    session_id = await session_of(owner)
+
+    async def down(*args: Any) -> Any:
+        raise DatabaseUnavailableError()
+
+    monkeypatch.setattr("chat.http.owner_resume.together", down)
+    monkeypatch.setattr("chat.http.pipeline.together", down)
+    failed = await get(f"/api/chat/{session_id}", auth)
+    assert failed[0] == 503 and json.loads(failed[2])["code"] == "DATABASE_UNAVAILABLE"
+    with monkeypatch.context() as patch:
+        through_the_pipeline(patch)
+        assert await get(f"/api/chat/{session_id}", auth) == failed
+
+
+async def test_a_site_whose_pipeline_decides_more_gets_its_pipeline(dispatched: list[str]) -> None:
+    owner, token = await person("owner")
+    session_id = await session_of(owner)
+    auth = {"Authorization": f"Token {token}"}
+    for helix in (
+        {"PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"]},  # the owner is no admin
+        {"AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"]},
+    ):
+        with override_settings(HELIX=helix):
+            assert (await get(f"/api/chat/{session_id}", auth))[0] in (401, 403), helix
+    assert len(dispatched) == 2
+    dispatched.clear()
+    fresh = await session_of(owner)  # (a change of HELIX above made a new in-memory store)
+    with override_settings(ROOT_URLCONF="tests.chat.http.site_urls"):
+        status, _, body = await get(f"/wrapped/chat/{fresh}/stream", auth)
+        assert (status, body) == (503, b"closed for maintenance")  # the site's decorator answered
+        assert dispatched == []
+        audited = await get(f"/audited/chat/{fresh}", auth)
+        assert audited[0] == 200 and audited[1]["X-Audited"] == "yes"
+        assert (await get(f"/configured/chat/{fresh}", auth))[0] == 200
+        # The pipeline knows the session by its `session_id` keyword only: by position, none.
+        assert (await get(f"/positional/chat/{fresh}", auth))[0] == 204
+        assert [p.split("/")[1] for p in dispatched] == ["audited", "configured", "positional"]
+        dispatched.clear()
+        assert (await get(f"/api/chat/{fresh}", auth))[0] == 200  # Helix's view as chat.urls makes it
+        assert dispatched == []  # answered here
