@@ -16,9 +16,10 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
   which a server is mostly idle; the bare app's answers hide under that, so the CPU row is the
   closer measure of what a resume costs;
 * **live fan-out** (:mod:`bench.fanout`): the server's CPU time per delivered event at a fixed
-  load (the median of three loads of each app, the two apps taking turns), the largest load it sustains (every event delivered, p99 ≤ 20 ms) found by stepping,
-  and 300 streams x 20 events/s, against the bare fan-out app (one pub/sub connection, each
-  event framed once and written to every connection of its stream);
+  load (the median of three loads of each app, the two apps taking turns), the largest load it
+  sustains (every event delivered, p99 ≤ 20 ms) found by stepping, and 300 streams x 20
+  events/s, against the bare fan-out app (one pub/sub connection, each event framed once and
+  written to every connection of its stream);
 * **replay and resume**: a full replay of a 10,000-chunk run against XRANGE + parse of the same
   entries (medians of 7, after two unmeasured replays of each app, as the raw reads are medians
   of 20: Python specialises code that has run a few times, and a process serving streams has);

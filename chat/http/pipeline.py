@@ -159,14 +159,17 @@ class HelixAccessMixin:
     #: The endpoint counts against ``ChatPostThrottle`` (chat POSTs only).
     throttled_post = False
 
+    # Each reads its own setting (pipeline_classes() reads all three): every request asks.
     def get_authenticators(self) -> list[BaseAuthentication]:
-        return [cls() for cls in pipeline_classes()[0]]
+        classes = _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+        return [cls() for cls in classes]
 
     def get_permissions(self) -> list[BasePermission]:
-        return [cls() for cls in pipeline_classes()[1]] + [HelixCaller()]
+        classes = _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
+        return [cls() for cls in classes] + [HelixCaller()]
 
     def get_throttles(self) -> list[BaseThrottle]:
-        return [cls() for cls in pipeline_classes()[2]]
+        return [cls() for cls in _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)]
 
     def get_exception_handler(self) -> Any:
         return helix_exception_handler
