@@ -2,11 +2,12 @@
 
 The wheel is built from this checkout and installed into a fresh virtualenv with the pins of
 ``requirements.txt``. The shop's project (``tests/host/site``: its own settings, URLs, ASGI and
-Celery apps, an ``X-Api-Key`` DRF authentication class, its own agent, and an app of its own
-labelled ``chat``) then runs from that virtualenv only, on a fresh PostgreSQL database and the
-test Redis: ``manage.py check``, ``migrate`` and ``makemigrations --check``, then Daphne, a
-Celery worker consuming Helix's queue and Celery beat. The real AI SDK client chats through
-``/assistant/`` with the shop's header, with the Helix helpers the wheel installed.
+Celery apps, an ``X-Api-Key`` DRF authentication class after Helix's DRF token class, its own
+agent, and an app of its own labelled ``chat``) then runs from that virtualenv only, on a fresh
+PostgreSQL database and the test Redis: ``manage.py check``, ``migrate`` and ``makemigrations
+--check``, then Daphne, a Celery worker consuming Helix's queue and Celery beat. The real AI SDK
+client chats through ``/assistant/`` with the shop's header, with the Helix helpers the wheel
+installed; a resume with a user's DRF token takes the stream route's owner path.
 
 Every process runs outside the checkout (``PYTHONPATH`` is the host site alone), so nothing
 can come from the repository by accident. A missing service (Redis, PostgreSQL, Node) fails
@@ -150,6 +151,7 @@ class Host:
     database: str
     port: int
     keys: dict[str, str]  # username -> API key
+    tokens: dict[str, str]  # username -> DRF token
     worker_log: Path
 
     def manage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -158,10 +160,16 @@ class Host:
         )
 
     def request(
-        self, method: str, path: str, *, key: str | None = None, body: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        key: str | None = None,
+        body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         """One HTTP request to the host's Daphne; ``key`` goes in the shop's ``X-Api-Key`` header."""
-        headers = {"X-Api-Key": key} if key else {}
+        headers = {**(headers or {}), **({"X-Api-Key": key} if key else {})}
         data = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -217,10 +225,15 @@ def host(venv: Venv, database: str, redis_url: str, tmp_path_factory: pytest.Tem
     workdir = tmp_path_factory.mktemp("hostsite")  # every process runs here: outside the checkout
     queue = f"hostsite-{uuid.uuid4().hex[:8]}"
     env = host_env(venv, DATABASE_URL=database, REDIS_URL=redis_url, HELIX_QUEUE=queue)
-    host = Host(venv, env, workdir, database, free_port(), {}, workdir / "worker.log")
+    host = Host(venv, env, workdir, database, free_port(), {}, {}, workdir / "worker.log")
     host.manage("migrate", "--no-input")
     for user in ("alice", "bob"):
         host.keys[user] = host.manage("issue_api_key", user).stdout.strip()
+        created = re.fullmatch(
+            r"Generated token (\w+) for user \w+", host.manage("drf_create_token", user).stdout.strip()
+        )
+        assert created, f"drf_create_token printed no token for {user}"
+        host.tokens[user] = created[1]
 
     processes: list[subprocess.Popen[bytes]] = []
 
@@ -414,9 +427,40 @@ def test_without_a_valid_key_the_api_answers_401(host: Host, conversation: tuple
     ]:
         status, headers, answer = host.request(method, path, body=body)
         assert error_code(status, answer) == (401, "NOT_AUTHENTICATED"), (method, path, answer)
-        assert headers.get("www-authenticate") == "Api-Key"  # the shop's class names its scheme
+        assert headers.get("www-authenticate") == "Token"  # the first of the shop's classes names its scheme
         status, _, answer = host.request(method, path, key="not-a-key", body=body)
         assert error_code(status, answer) == (401, "AUTHENTICATION_FAILED"), (method, path, answer)
+
+
+def test_a_resume_with_the_owners_token_answers_as_with_the_shops_key(
+    host: Host, conversation: tuple[str, dict[str, Any]]
+) -> None:
+    """The shop lists Helix's token class first and permits no more than an authenticated user,
+    so a resume with a DRF token is answered on the stream route without DRF's pipeline
+    (``chat/http/owner_resume.py``): with the same answer, byte for byte, as the pipeline gives
+    the shop's API key; and a token of another user, or of nobody, is refused as the pipeline
+    refuses it."""
+    probe = "from chat.http.owner_resume import _pipeline_is_the_owners_token as owners; print(owners())"
+    assert host.manage("shell", "-c", probe).stdout.split()[-1] == "True"  # the shop's settings take that path
+
+    session_id, _ = conversation
+    path = f"/assistant/chat/{session_id}"
+    snapshot = host.get_json(f"{path}/snapshot", host.keys["alice"])
+    for position in ("0", str(snapshot["streamSequence"] // 2)):
+        after = {"Last-Event-ID": position}
+        status, headers, body = host.request(
+            "GET", path, headers={**after, "Authorization": f"Token {host.tokens['alice']}"}
+        )
+        assert status == 200 and headers["content-type"].startswith("text/event-stream"), (status, body)
+        assert headers["x-session-id"] == session_id and ORDER_ANSWER.split()[-1].encode() in body
+        assert body.rstrip().endswith(b"data: [DONE]"), body[-200:]
+        assert (status, headers, body) == host.request("GET", path, key=host.keys["alice"], headers=after)
+
+    status, _, body = host.request("GET", path, headers={"Authorization": f"Token {host.tokens['bob']}"})
+    assert error_code(status, body) == (404, "SESSION_NOT_FOUND"), body
+    status, headers, body = host.request("GET", path, headers={"Authorization": "Token not-a-token"})
+    assert error_code(status, body) == (401, "AUTHENTICATION_FAILED"), body
+    assert headers.get("www-authenticate") == "Token"
 
 
 def test_the_site_serves_only_the_api_where_it_mounted_it(host: Host) -> None:

@@ -25,6 +25,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",  # the shop's mobile app signs in with DRF tokens
     # Helix
     "streams",
     "workers",
@@ -118,7 +119,8 @@ HELIX = {
     "CELERY_QUEUE": os.environ["HELIX_QUEUE"],
     "AGENT_MODULES": ["support.agents"],
     "DEFAULT_AGENT": "helpdesk",
-    "AUTHENTICATION_CLASSES": ["accounts.auth.ApiKeyAuthentication"],
+    # DRF tokens (the mobile app's, with Helix's compiled lookup) and the shop's API keys.
+    "AUTHENTICATION_CLASSES": ["chat.http.authentication.TokenAuthentication", "accounts.auth.ApiKeyAuthentication"],
     "THROTTLE_CACHE": "default",  # chat POSTs are counted in the shop's own cache
     "SCRIPTED_DELAY_MS": "5",
     "RUN_TIME_LIMIT_SECONDS": 120,
