@@ -39,6 +39,7 @@ from chat.http import daphne_limits
 from chat.http.body_limit import capped_receive
 from chat.http.collector import SetUp
 from chat.http.flow_control import flow_controlled, served_by_daphne
+from chat.http.request_headers import MetaHeaders
 from chat.http.view_lookup import UNKNOWN, Found, find_view
 from streams.conf import helix_settings
 from streams.exceptions import ExecutionError
@@ -53,39 +54,13 @@ _BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
 _UNRESOLVED = object()
 
 
-class _Headers(HttpHeaders):
-    """``request.headers`` that reads a header asked for by name from ``META``, where
-    ``HttpHeaders`` would have found it, and parses the names of all of them only when something
-    walks them. DRF's token authentication asks for one header of every request; parsing every
-    name a browser sends (a dozen or more) was a quarter of a resume's database hop."""
-
-    def __init__(self, environ: dict[str, Any]) -> None:  # the names are parsed when walked
-        self._environ = environ
-
-    @cached_property
-    def _store(self) -> dict[str, tuple[str, Any]]:  # type: ignore[override]
-        return HttpHeaders(self._environ)._store  # type: ignore[no-any-return,attr-defined]
-
-    def __getitem__(self, key: str) -> Any:
-        name = key.replace("_", "-")
-        if not name or name.lower() in _UNPREFIXED:  # a CGI name, or none: as HttpHeaders has them
-            return super().__getitem__(key)
-        try:
-            return self._environ["HTTP_" + name.replace("-", "_").upper()]
-        except KeyError:
-            raise KeyError(key) from None
-
-
-_UNPREFIXED = frozenset({"content-type", "content-length"})
-
-
 class _StreamRequest(ASGIRequest):
     """A Django request with the session and user the middleware would attach, both loaded on
     first use: a token-authenticated resume needs neither (and a reconnect storm is thousands)."""
 
     @cached_property
     def headers(self) -> HttpHeaders:  # type: ignore[override]
-        return _Headers(self.META)
+        return MetaHeaders(self.META)
 
     @cached_property
     def session(self) -> SessionBase:  # type: ignore[override]
@@ -197,12 +172,11 @@ async def _send_response(response: Any, receive: Any, send: Any, started: Callab
 async def _respond(route: Found, scope: dict[str, Any], resume_by_owner: Any) -> Any:
     """The response of the Helix view of ``route`` to the request of ``scope``: a Django
     response, or an :class:`~chat.http.owner_resume.OwnerStream` (``resume_by_owner``'s)."""
-    request = _StreamRequest(scope, io.BytesIO())
     view, args, kwargs = route
     try:
-        response = await resume_by_owner(view, request, args, kwargs)
+        response = await resume_by_owner(view, scope, args, kwargs)
         if response is None:
-            response = await view(request, *args, **kwargs)
+            response = await view(_StreamRequest(scope, io.BytesIO()), *args, **kwargs)
     except Exception:  # the view renders every error it knows; this is a bug, not the client's
         logger.exception("resume of %s failed", scope.get("path"))
         response = JsonResponse(ExecutionError("The stream could not be resumed").as_dict(), status=500)

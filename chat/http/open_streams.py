@@ -17,7 +17,7 @@ from chat.exceptions import TooManyStreamsError
 from chat.http.access import Caller
 from streams.conf import helix_settings
 
-__all__ = ["admit", "caller_key", "counted"]
+__all__ = ["admit", "caller_key", "counted", "user_key"]
 
 _open: Counter[str] = Counter()
 
@@ -25,10 +25,15 @@ _open: Counter[str] = Counter()
 def caller_key(caller: Caller) -> str:
     """Who the cap counts: the user, or the anonymous visitor's session (else its address)."""
     if caller.user_id is not None:
-        return f"user:{caller.user_id}"
+        return user_key(caller.user_id)
     session = getattr(caller.request, "session", None)
     key = getattr(session, "session_key", None) or caller.request.META.get("REMOTE_ADDR", "")
     return f"visitor:{key}"
+
+
+def user_key(user_id: object) -> str:
+    """The key the cap counts an authenticated user's streams by."""
+    return f"user:{user_id}"
 
 
 def admit(key: str) -> None:

@@ -32,10 +32,10 @@ from django.http.response import HttpResponseBase
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from chat.exceptions import TooManyStreamsError
-from chat.http.access import Caller
 from chat.http.authentication import TokenAuthentication
-from chat.http.open_streams import admit, caller_key, counted
+from chat.http.open_streams import admit, counted, user_key
 from chat.http.pipeline import helix_exception_handler, pipeline_classes
+from chat.http.request_headers import HeadersOnly
 from chat.http.throttling import ChatPostThrottle
 from chat.http.views import ChatStreamView, ChatView, django_headers, to_django
 from chat.services import get_handler
@@ -88,10 +88,11 @@ setting_changed.connect(_forget)
 
 
 async def resume_by_owner(
-    view: Callable[..., Any], request: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    view: Callable[..., Any], scope: Mapping[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> HttpResponseBase | OwnerStream | None:
-    """The answer to a resume GET of ``view`` (a URLconf's view function, called with ``args``
-    and ``kwargs``) by its session's owner with a token; ``None`` when the pipeline is to answer it."""
+    """The answer to a resume GET (ASGI ``scope``) of ``view`` (a URLconf's view function, called
+    with ``args`` and ``kwargs``) by its session's owner with a token; ``None`` when the pipeline
+    is to answer it."""
     view_class = getattr(view, "helix_view", None)
     if (
         view_class not in _VIEWS
@@ -103,8 +104,9 @@ async def resume_by_owner(
         or not _pipeline_is_the_owners_token()
     ):
         return None
+    request = HeadersOnly(scope)
     authenticator = TokenAuthentication()
-    token_ahead = authenticator.read_ahead(request)
+    token_ahead = authenticator.read_ahead(cast(Any, request))
     if token_ahead is None:
         return None
     try:
@@ -131,7 +133,7 @@ async def resume_by_owner(
         if checked is None:
             return None
         run, user_id = checked
-        streams_of = caller_key(Caller(user_id, [], request))
+        streams_of = user_key(user_id)
         try:
             admit(streams_of)
         except TooManyStreamsError:

@@ -5,19 +5,23 @@ owner and for everyone the pipeline turns away."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
+from django.core.handlers.asgi import ASGIRequest
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from chat.http import owner_resume
 from chat.http.asgi import StreamRouter
+from chat.http.authentication import TokenAuthentication
 from chat.http.pipeline import HelixAPIView
+from chat.http.request_headers import HeadersOnly
 from chat.models import ChatSession, Run
 from streams.backends import get_stream_manager
 from tests.chat.http.requests import scope
@@ -214,3 +218,25 @@ async def test_a_site_whose_pipeline_decides_more_gets_its_pipeline(dispatched: 
         dispatched.clear()
         assert (await get(f"/api/chat/{fresh}", auth))[0] == 200  # Helix's view as chat.urls makes it
         assert dispatched == []  # answered here
+
+
+def test_the_headers_read_here_are_the_ones_djangos_request_would_give() -> None:
+    """The owner's check reads its headers without making Django's request: under the same
+    ``META`` names, a repeated header (two tokens, say) joined as Django joins it, which the
+    token's check then refuses as DRF's would."""
+    headers = [
+        (b"authorization", b"Token one"),
+        (b"Authorization", b"Token two"),
+        (b"last-event-id", b"7"),
+        (b"cookie", b"a=1; "),
+        (b"cookie", b"b=2"),
+        (b"content-type", b"text/plain"),
+        (b"x-caf\xe9", b"cr\xe8me"),
+        (b"last_event_id", b"99"),  # no header of a hyphenated name comes from one with an underscore
+    ]
+    request = scope("/api/chat/x", headers={}) | {"headers": headers}
+    django_meta = ASGIRequest(request, io.BytesIO()).META
+    ours = HeadersOnly(request).META
+    assert ours == {key: value for key, value in django_meta.items() if key.startswith(("HTTP_", "CONTENT_"))}
+    assert ours["HTTP_AUTHORIZATION"] == "Token one,Token two" and ours["HTTP_LAST_EVENT_ID"] == "7"
+    assert TokenAuthentication().read_ahead(cast(Any, HeadersOnly(request))) is None  # three words
