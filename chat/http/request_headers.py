@@ -8,8 +8,8 @@ resume's database hop.
 
 :class:`HeadersOnly` is what a token owner's resume reads of its request
 (:mod:`chat.http.owner_resume`): its headers, under the ``META`` names Django's ``ASGIRequest``
-gives them, without the rest of the request (about 8 µs of a resume's CPU), which only the
-pipeline needs.
+gives them, without the rest of the request, which only the pipeline needs (by ``timeit``, 1.6 µs
+for a storm's resume, where its Django request took 8.1 µs).
 """
 
 from __future__ import annotations
