@@ -12,9 +12,9 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
 * **reconnect storm**: N idle streams connecting at once, each its own user's with its own
   token (auth, ownership, one run read, a subscription each), against the bare app accepting
   and answering N connections: the time until the last is served, and the server's CPU per
-  connection (``/proc``), each the median of three storms of each app taking turns. The times include the client opening its N connections, during
-  which a server is mostly idle; the bare app's answers hide under that, so the CPU row is the
-  closer measure of what a resume costs;
+  connection (``/proc``), each the median of three storms of each app taking turns. The times
+  include the client opening its N connections, during which a server is mostly idle; the bare
+  app's answers hide under that, so the CPU row is the closer measure of what a resume costs;
 * **live fan-out** (:mod:`bench.fanout`): the server's CPU time per delivered event at a fixed
   load (the median of three loads of each app, the two apps taking turns), the largest load it
   sustains (every event delivered, p99 ≤ 20 ms) found by stepping, and 300 streams x 20
@@ -24,7 +24,8 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
   entries (medians of 7, after two unmeasured replays of each app: Python specialises code that
   has run a few times, and a process serving streams has; three raw reads follow each replay, so
   the two are timed on the machine as it is at the same moments); the first event of a resume
-  against one XRANGE page plus one round trip of the bare app (both timed after each resume),
+  against one XRANGE page plus one round trip of the bare app (both timed after each resume;
+  with ``--split-cpus`` the raw reads run on the servers' CPU, where Helix decodes the entries),
   from the middle of the live stream and near its head (where each resume subscribes to
   the stream's tail; the row counts the Redis connections its resumes opened), each resume then
   read on to the stream's last chunk, as a client does;
