@@ -134,14 +134,22 @@ def helix_exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResp
     return response
 
 
+def authentication_classes() -> list[Any]:
+    return _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+
+
+def permission_classes() -> list[Any]:
+    return _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
+
+
+def throttle_classes() -> list[Any]:
+    return _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)
+
+
 def pipeline_classes() -> tuple[list[Any], list[Any], list[Any]]:
     """The authentication, permission and throttle classes of every Helix view, as the settings
     name them (``HelixCaller`` is applied after the permissions, always)."""
-    return (
-        _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES),
-        _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES),
-        _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES),
-    )
+    return authentication_classes(), permission_classes(), throttle_classes()
 
 
 def import_classes() -> None:
@@ -161,15 +169,13 @@ class HelixAccessMixin:
 
     # Each reads its own setting (pipeline_classes() reads all three): every request asks.
     def get_authenticators(self) -> list[BaseAuthentication]:
-        classes = _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
-        return [cls() for cls in classes]
+        return [cls() for cls in authentication_classes()]
 
     def get_permissions(self) -> list[BasePermission]:
-        classes = _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
-        return [cls() for cls in classes] + [HelixCaller()]
+        return [cls() for cls in permission_classes()] + [HelixCaller()]
 
     def get_throttles(self) -> list[BaseThrottle]:
-        return [cls() for cls in _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)]
+        return [cls() for cls in throttle_classes()]
 
     def get_exception_handler(self) -> Any:
         return helix_exception_handler
