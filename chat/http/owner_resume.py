@@ -106,7 +106,7 @@ async def resume_by_owner(
         return None
     request = HeadersOnly(scope)
     authenticator = TokenAuthentication()
-    token_ahead = authenticator.read_ahead(cast(Any, request))
+    token_ahead = authenticator.read_ahead(cast(Any, request), owner=True)
     if token_ahead is None:
         return None
     try:
@@ -114,17 +114,17 @@ async def resume_by_owner(
         session_id = canonical_session_id(kwargs["session_id"])
     except HelixError:
         return None
-    key, tokens, handler = cast(str, token_ahead.key), authenticator.token_read(), get_handler()
+    key, owners, handler = cast(str, token_ahead.key), authenticator.owner_read(), get_handler()
 
     def owner_and_run() -> Any:
         # authenticate_credentials() and the resume views' session_access(), allowing only.
-        token = tokens.token(key)
-        if token is None or not token.user.is_active or not token.user.is_authenticated:
+        user_id = owners.owner(key)
+        if user_id is None:
             return None
         found = current_run_and_owner(session_id)
-        if found is None or found[1] != token.user.pk:
+        if found is None or found[1] != user_id:
             return None
-        return found[0], token.user.pk
+        return found[0], user_id
 
     allow = _allow.get(view_class) or _allow.setdefault(view_class, ", ".join(view_class().allowed_methods))
     ahead = handler.read_ahead(session_id, position) if position is not None else None
