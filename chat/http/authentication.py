@@ -38,7 +38,24 @@ from chat.state.db import MOST_PER_HOP, ReadAhead
 __all__ = ["OwnerRead", "TokenAuthentication"]
 
 
-class _TokenRead:
+class _ByKey:
+    """Columns of a token model read by key, as DRF looks a token up: for one key, or for a
+    database hop's keys at once."""
+
+    def __init__(self, model: type[models.Model], columns: list[str] | tuple[str, ...]) -> None:
+        manager: Any = model.objects  # type: ignore[attr-defined]  # DRF's lookup, as DRF makes it
+        self.read = CompiledRead(model, lambda key: manager.filter(key=key).values_list(*columns)[:2])
+        self.many = CompiledRead(model, lambda *keys: manager.filter(key__in=keys).values_list("key", *columns))
+
+    def read_ahead(self, keys: list[str]) -> None:
+        """The reads of ``keys`` at once, kept for the calls of this database hop
+        (:func:`chat.state.compiled.shared_reads`). A key no token came back for reads for
+        itself: a custom model's key may not be a string column, and a collation may match a key
+        that differs in case, as DRF's own lookup would."""
+        read_ahead(self.read, self.many, keys, per_query=MOST_PER_HOP, most=2, exact=False)
+
+
+class _TokenRead(_ByKey):
     """The compiled read of one token model: its columns and its user's, by key."""
 
     def __init__(self, model: type[models.Model]) -> None:
@@ -46,17 +63,7 @@ class _TokenRead:
         self.model, self.user_model = model, cast(type[models.Model], self.user_field.related_model)
         self.names = [field.attname for field in model._meta.concrete_fields]
         self.user_names = [field.attname for field in self.user_model._meta.concrete_fields]
-        columns = [*self.names, *(f"user__{name}" for name in self.user_names)]
-        manager: Any = model.objects  # type: ignore[attr-defined]  # DRF's lookup, as DRF makes it
-        self.read = CompiledRead(model, lambda key: manager.filter(key=key).values_list(*columns)[:2])
-        self.many = CompiledRead(model, lambda *keys: manager.filter(key__in=keys).values_list("key", *columns))
-
-    def read_ahead(self, keys: list[str]) -> None:
-        """The reads of :meth:`token` for all of ``keys`` at once, kept for the calls of this
-        database hop (:func:`chat.state.compiled.shared_reads`). A key no token came back for
-        reads for itself: a custom model's key may not be a string column, and a collation may
-        match a key that differs in case, as DRF's own lookup would."""
-        read_ahead(self.read, self.many, keys, per_query=MOST_PER_HOP, most=2, exact=False)
+        super().__init__(model, [*self.names, *(f"user__{name}" for name in self.user_names)])
 
     def token(self, key: str) -> Any:
         """The token of ``key`` with its user attached, or ``None`` (for no token, and for more
@@ -83,35 +90,27 @@ class OwnerRead:
 
     def __init__(self, tokens: _TokenRead) -> None:
         self.tokens, user_model = tokens, tokens.user_model
-        columns: Any = None
+        columns: tuple[str, str] | None = None
         if isinstance(inspect.getattr_static(user_model, "is_active", None), DeferredAttribute) and (
             inspect.getattr_static(user_model, "is_authenticated", None)
             is inspect.getattr_static(AbstractBaseUser, "is_authenticated")
         ):
             columns = ("user__pk", "user__is_active")
         self.columns = columns
-        if columns is not None:
-            manager: Any = tokens.model.objects  # type: ignore[attr-defined]  # the token's lookup, as DRF's
-            self.read = CompiledRead(tokens.model, lambda key: manager.filter(key=key).values_list(*columns)[:2])
-            self.many = CompiledRead(
-                tokens.model, lambda *keys: manager.filter(key__in=keys).values_list("key", *columns)
-            )
+        self.by_key = _ByKey(tokens.model, columns) if columns is not None else None
 
     def read_ahead(self, keys: list[str]) -> None:
         """:meth:`owner` of all of ``keys`` read at once, as :meth:`_TokenRead.read_ahead` reads."""
-        if self.columns is None:
-            self.tokens.read_ahead(keys)
-        else:
-            read_ahead(self.read, self.many, keys, per_query=MOST_PER_HOP, most=2, exact=False)
+        (self.by_key or self.tokens).read_ahead(keys)
 
     def owner(self, key: str) -> Any:
         """The pk of the active user whose token ``key`` is, else ``None``."""
-        if self.columns is None:
+        if self.by_key is None:
             token = self.tokens.token(key)
             if token is None or not token.user.is_active or not token.user.is_authenticated:
                 return None
             return token.user.pk
-        rows = self.read.rows(key)
+        rows = self.by_key.read.rows(key)
         if len(rows) != 1 or not rows[0][1]:
             return None
         return rows[0][0]
