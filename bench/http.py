@@ -87,12 +87,21 @@ class Row:
 MADE: list[str] = []
 
 
-def make_sessions(user_id: int | list[int], count: int) -> list[str]:
-    """``count`` sessions with a running run each, of ``user_id`` (or of each of a list's users)."""
+def make_sessions(user_id: int | list[int], count: int, runs: int = 1) -> list[str]:
+    """``count`` sessions with a running run each, of ``user_id`` (or of each of a list's users);
+    with ``runs`` more than one, each a chat of that many runs, the earlier ones completed."""
     from chat.models import ChatSession, Run
 
     owners = user_id if isinstance(user_id, list) else [user_id] * count
     sessions = ChatSession.objects.bulk_create([ChatSession(agent="chat", owner_id=owner) for owner in owners])
+    Run.objects.bulk_create(
+        [
+            Run(session=s, agent="chat", status="completed", message_id=f"m-{s.pk}-{n}")
+            for n in range(runs - 1)
+            for s in sessions
+        ],
+        batch_size=5000,
+    )
     Run.objects.bulk_create([Run(session=s, agent="chat", status="running", message_id=f"m-{s.pk}") for s in sessions])
     MADE.extend(str(s.pk) for s in sessions)
     return [str(s.pk) for s in sessions]
@@ -141,8 +150,10 @@ def storm_users(count: int) -> list[tuple[int, str]]:
     return [(token.user.pk, token.key) for token in tokens]
 
 
-def sessions_with_streams(redis_url: str, user_id: int | list[int], count: int, chunks: int = 0) -> list[str]:
-    sessions = make_sessions(user_id, count)
+def sessions_with_streams(
+    redis_url: str, user_id: int | list[int], count: int, chunks: int = 0, runs: int = 1
+) -> list[str]:
+    sessions = make_sessions(user_id, count, runs)
     asyncio.run(open_streams(redis_url, sessions, chunks))
     return sessions
 

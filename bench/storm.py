@@ -1,6 +1,7 @@
 """The reconnect storm in-process: the server's CPU per resume without a server or a network.
 
     python -m bench.storm --redis-url redis://127.0.0.1:6379/15 [--streams 3000] [--rounds 3] [--census]
+        [--runs 1] [--database-url postgres://…]
 
 The demo site's ASGI application (``helix_site.asgi``: its collector settings too) is called
 directly with ASGI scopes, as a server would call it, for ``--streams`` idle streams at once, each
@@ -13,7 +14,9 @@ many requests the same way in the same run, as the baseline. Pin the process to 
 event loop then take turns, as they do there. Alternate two trees with it to see what a change does to a
 storm's CPU; the machine's noise is smaller here than through a server and the network, not absent.
 
-Uses its own SQLite database file and the given Redis.
+``--runs``: each session a chat of that many runs so far (a resume reads the latest). Uses its own
+SQLite database file (or a fresh database on the PostgreSQL server of ``--database-url``) and the
+given Redis.
 """
 
 from __future__ import annotations
@@ -139,15 +142,24 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--census", action="store_true", help="count the tracked objects per open stream")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each session so far, the last one running")
+    parser.add_argument("--database-url", help="a PostgreSQL server to make this run's database on")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
-    setup_django(Path(tempfile.mkdtemp()) / "storm.sqlite3", args.redis_url)
+    from bench.http import fresh_database
+
+    with fresh_database(args.database_url, Path(tempfile.mkdtemp())) as database_url:
+        run(args, database_url)
+
+
+def run(args: argparse.Namespace, database_url: str) -> None:
+    setup_django(database_url, args.redis_url)
 
     from bench.http import forget_streams, sessions_with_streams, storm_users
 
     # As in bench/http.py: each stream's client is a user of its own, with its own token.
     users = storm_users(args.streams)
-    sessions = sessions_with_streams(args.redis_url, [user for user, _ in users], args.streams)
+    sessions = sessions_with_streams(args.redis_url, [user for user, _ in users], args.streams, runs=args.runs)
     clients = [(f"/api/chat/{session}", token) for session, (_, token) in zip(sessions, users, strict=True)]
 
     from bench.raw_asgi import application as bare
