@@ -86,7 +86,9 @@ class Run(models.Model):
     ACTIVE = ACTIVE_RUN
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="runs")
+    # Indexed by the session with its latest run first (Meta.indexes), which serves lookups by
+    # the session alone too.
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="runs", db_index=False)
     agent = models.CharField(max_length=100)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     start_sequence = models.BigIntegerField(default=0, help_text="Stream sequence before the run's first chunk.")
@@ -111,6 +113,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # A session's latest run (each resume and each chat POST reads it) in one seek,
+            # however many runs the session has had.
+            models.Index(fields=["session", "-created_at"], name="helix_chat_run_latest"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["session"],

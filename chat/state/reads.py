@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import F, OuterRef, Subquery
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
@@ -46,16 +46,22 @@ def current_run_and_owner(session_id: str) -> tuple[RunInfo, Any] | None:
 
 
 def _latest_runs_and_owners(*keys: str) -> Any:
-    latest = Run.objects.filter(session_id=OuterRef("session_id")).latest_first().values("pk")[:1]
+    # Each session's latest run found once, by a seek on the Run index on session and creation,
+    # and then read by its key: a resume costs the same however many runs its session has had.
+    # (Keeping those of the sessions' runs that are their session's latest instead looks up the
+    # latest once for every run of the session.)
+    latest = Run.objects.filter(session_id=OuterRef("pk")).latest_first().values("pk")[:1]
     return (
-        Run.objects.filter(session_id__in=keys, pk=Subquery(latest))
+        ChatSession.objects.filter(pk__in=keys)
+        .annotate(latest_run=Subquery(latest))
+        .filter(runs__pk=F("latest_run"))
         .order_by()
-        .values_list("session_id", *_RUN_FIELDS, "session__owner_id")
+        .values_list("pk", *(f"runs__{field}" for field in _RUN_FIELDS), "owner_id")
     )
 
 
 #: The latest run and owner of several sessions: one compiled form per power of two of them.
-_LATEST_RUNS_AND_OWNERS = CompiledRead(Run, _latest_runs_and_owners)
+_LATEST_RUNS_AND_OWNERS = CompiledRead(ChatSession, _latest_runs_and_owners)
 
 
 def read_current_runs_ahead(session_ids: list[str]) -> None:

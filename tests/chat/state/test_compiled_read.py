@@ -3,15 +3,17 @@ types them, and the ORM itself for a query the compiled form cannot take."""
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any, cast
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from chat.models import ChatSession, Run
-from chat.state.compiled import CompiledRead, read_ahead
-from chat.state.reads import current_run_and_owner
+from chat.state.compiled import CompiledRead, read_ahead, shared_reads
+from chat.state.reads import current_run_and_owner, read_current_runs_ahead
 
 pytestmark = pytest.mark.django_db
 
@@ -111,3 +113,27 @@ def test_a_read_ahead_remembers_rows_only_for_the_keys_they_came_back_with() -> 
         # are left to their own reads.
         assert one.remembered == remembered, exact
     assert many.asked == [("a", "b", "c", "c")] * 2  # padded with its last key to a power of two
+
+
+def test_a_hops_read_ahead_finds_each_sessions_latest_run_among_many(django_assert_num_queries: Any) -> None:
+    """The latest by creation, whatever order the runs were stored in, for sessions with many runs,
+    one run and none, in one query for them all: the run each session's own read finds."""
+    owner = User.objects.create_user("owner", password="pw")
+    long_chat, short_chat, empty = (ChatSession.objects.create(owner=owner, agent="chat") for _ in range(3))
+    start = timezone.now() - datetime.timedelta(days=1)
+    # Minutes after ``start`` each run was created, in the order they are stored: the latest (53)
+    # is the third stored, the last stored the earliest.
+    minutes = [7, 2, 53, 0, 13, *range(20, 45), -60]
+    for n, minute in enumerate(minutes):
+        run = Run.objects.create(session=long_chat, agent="chat", status="completed", message_id=f"long-{n}")
+        Run.objects.filter(pk=run.pk).update(created_at=start + datetime.timedelta(minutes=minute))
+    Run.objects.create(session=short_chat, agent="chat", status="running", message_id="short")
+    sessions = [long_chat.pk, short_chat.pk, empty.pk, "no-such-session"]
+
+    alone = [current_run_and_owner(s) for s in sessions]
+    with shared_reads(), django_assert_num_queries(1):
+        read_current_runs_ahead(sessions)
+        together = [current_run_and_owner(s) for s in sessions]
+    assert together == alone
+    assert [found[0].message_id if found else None for found in together] == ["long-2", "short", None, None]
+    assert together[0] is not None and together[0][1] == owner.pk
