@@ -14,7 +14,9 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
   and answering N connections: the time until the last is served, and the server's CPU per
   connection (``/proc``), each the median of three storms of each app taking turns. The times
   include the client opening its N connections, during which a server is mostly idle; the bare
-  app's answers hide under that, so the CPU row is the closer measure of what a resume costs;
+  app's answers hide under that, so the CPU row is the closer measure of what a resume costs.
+  With ``--split-cpus``, how busy the server's CPU and the load's were during each storm says
+  which of them its time was bound by;
 * **live fan-out** (:mod:`bench.fanout`): the server's CPU time per delivered event at a fixed
   load (the median of three loads of each app, the two apps taking turns), the largest load it
   sustains (every event delivered, p99 ≤ 20 ms) found by stepping, and 300 streams x 20
@@ -61,7 +63,7 @@ from urllib.parse import urlsplit, urlunsplit
 from bench import fanout
 from bench.http_client import SSEConnection
 from bench.runtime import setup_django
-from bench.servers import HOST, SERVERS, cpu_seconds, progress, rss_kb, serve, start, stop, wait_port
+from bench.servers import HOST, SERVERS, cpu_seconds, cpus_idle, progress, rss_kb, serve, start, stop, wait_port
 
 # The load runs at this niceness so that on a small machine it yields the cores to the server.
 LOAD_NICENESS = 10
@@ -161,9 +163,18 @@ def sessions_with_streams(
 # -- the reconnect storm ---------------------------------------------------------------------------
 
 
-async def connect_all(port: int, requests: list[tuple[str, dict[str, str]]], marker: bytes) -> tuple[float, list[Any]]:
+def _busy_share(before: tuple[float, float], cpus: set[int] | None) -> float:
+    """The share of ``cpus`` busy since ``before`` (a reading of :func:`cpus_idle`)."""
+    elapsed, idle = (now - then for now, then in zip(cpus_idle(cpus), before, strict=True))
+    return 1 - idle / elapsed if elapsed else float("nan")
+
+
+async def connect_all(
+    port: int, requests: list[tuple[str, dict[str, str]]], marker: bytes, cpus: dict[str, set[int] | None]
+) -> tuple[float, list[Any], dict[str, float]]:
     """Make every request (path and headers) at once; the time until the last one has sent
-    ``marker``, and the connections (still open).
+    ``marker``, the connections (still open), and how busy each of ``cpus`` (the server's, the
+    load's) was meanwhile.
 
     The client's cyclic collector is off while they connect: with thousands of connections
     alive, each of its full collections pauses the client for 50-200 ms, and a pause counts in
@@ -179,23 +190,32 @@ async def connect_all(port: int, requests: list[tuple[str, dict[str, str]]], mar
     gc.collect()
     gc.disable()
     try:
+        before = {name: cpus_idle(chosen) for name, chosen in cpus.items()}
         start = time.perf_counter()
         times = await asyncio.gather(*(connect(c, *r) for c, r in zip(connections, requests, strict=True)))
+        busy = {name: _busy_share(before[name], chosen) for name, chosen in cpus.items()}
     finally:
         gc.enable()
-    return max(times), connections
+    return max(times), connections, busy
 
 
 async def storm_turn(
-    port: int, bare_port: int, clients: list[tuple[str, str]], pids: dict[str, int], redis_url: str
+    port: int,
+    bare_port: int,
+    clients: list[tuple[str, str]],
+    pids: dict[str, int],
+    redis_url: str,
+    server_cpus: set[int] | None,
 ) -> dict[str, float]:
     """One storm of each app, the bare app's first: ``clients``, each a session resumed with its
-    owner's token, against as many answers of the bare app."""
+    owner's token, against as many answers of the bare app. With the CPUs split, how busy the
+    server's and the load's CPUs were during each: which side the storm's time was bound by."""
     import redis
 
     count = len(clients)
+    cpus = {"server": server_cpus, "load": fanout.load_cpus()} if server_cpus else {}
     bare_cpu = cpu_seconds(pids["bare"])
-    bare_s, bare = await connect_all(bare_port, [("/hello", {})] * count, b'"ok"')
+    bare_s, bare, bare_busy = await connect_all(bare_port, [("/hello", {})] * count, b'"ok"', cpus)
     bare_cpu = cpu_seconds(pids["bare"]) - bare_cpu
     for connection in bare:
         connection.close()
@@ -203,7 +223,7 @@ async def storm_turn(
     before = rss_kb(pids["helix"])
     helix_cpu = cpu_seconds(pids["helix"])
     resumes = [(f"/api/chat/{session}", {"Authorization": f"Token {token}"}) for session, token in clients]
-    helix_s, connections = await connect_all(port, resumes, b"stream-open")
+    helix_s, connections, helix_busy = await connect_all(port, resumes, b"stream-open", cpus)
     helix_cpu = cpu_seconds(pids["helix"]) - helix_cpu
     await asyncio.sleep(2)
     after = rss_kb(pids["helix"])
@@ -219,7 +239,15 @@ async def storm_turn(
         "bare_cpu_us": bare_cpu / count * 1e6,
         "kb_per_stream": (after - before) / count,
         "redis_connections": redis_connections,
+        **{f"helix_{name}_busy": share for name, share in helix_busy.items()},
+        **{f"bare_{name}_busy": share for name, share in bare_busy.items()},
     }
+
+
+def _shares(turn: dict[str, float], app: str) -> str:
+    if f"{app}_load_busy" not in turn:
+        return ""
+    return f" (server CPU {turn[f'{app}_server_busy']:.0%} busy, load CPUs {turn[f'{app}_load_busy']:.0%})"
 
 
 def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str, int]) -> list[Row]:
@@ -236,14 +264,26 @@ def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str,
     turns = []
     for turn in range(args.storm_turns):
         progress(f"reconnect storm: {args.idle:,} streams ({turn + 1} of {args.storm_turns})")
-        turns.append(asyncio.run(storm_turn(ports["helix"], ports["bare"], clients, pids, args.redis_url)))
+        turns.append(
+            asyncio.run(storm_turn(ports["helix"], ports["bare"], clients, pids, args.redis_url, args.server_cpus))
+        )
         last = turns[-1]
         progress(
-            f"  Helix {last['helix_s']:.2f} s, {last['helix_cpu_us']:.0f} us per resume; "
-            f"bare app {last['bare_s']:.2f} s, {last['bare_cpu_us']:.0f} us per answer"
+            f"  Helix {last['helix_s']:.2f} s, {last['helix_cpu_us']:.0f} us per resume{_shares(last, 'helix')}; "
+            f"bare app {last['bare_s']:.2f} s, {last['bare_cpu_us']:.0f} us per answer{_shares(last, 'bare')}"
         )
     storm = {key: statistics.median(turn[key] for turn in turns) for key in turns[0]}
     first = turns[0]
+    shares = []
+    if "helix_load_busy" in storm:
+        shares.append(
+            Row(
+                "that storm: server CPU / load CPUs busy while it lasted (the side near 100% bounds its time)",
+                f"{storm['helix_server_busy']:.0%} / {storm['helix_load_busy']:.0%}",
+                f"{storm['bare_server_busy']:.0%} / {storm['bare_load_busy']:.0%}",
+                target="information",
+            )
+        )
     return [
         Row(
             f"{args.idle:,} clients connecting at once, all served (Helix: idle streams; bare app: answers),"
@@ -262,6 +302,7 @@ def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str,
             storm["helix_cpu_us"] / storm["bare_cpu_us"],
             "information",
         ),
+        *shares,
         Row("memory per idle stream (RSS growth / streams)", f"{first['kb_per_stream']:.0f} KB", target="<= 80 KB"),
         Row("Redis connections of that process", f"{first['redis_connections']:.0f}", target="<= 4"),
     ]
