@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.db.models.deletion import Collector
 from django.db.models.signals import post_delete
 from django.utils import timezone
@@ -76,6 +76,19 @@ def test_concurrent_attempts_claim_a_run_once_and_epochs_only_grow() -> None:
     assert (run.epoch, run.attempt, takeovers[0].epoch) == (2, 2, 2) and run.worker.startswith("rescuer-")
     with pytest.raises(RunSupersededError, match="held by epoch 2"):
         store._finish_run(run_id, RunOutcome("completed"), epoch=1)  # the first attempt is fenced off
+
+
+def test_the_database_refuses_a_second_active_run_of_a_session() -> None:
+    """The partial unique index behind one active run per session, as the migrations leave it on
+    PostgreSQL (migration 0003 dropped it with the session column's own index; 0004 restores it).
+    Starting a run checks first, under a lock on the session; the index holds whatever writes."""
+    session = ChatSession.objects.create(agent="chat")
+    Run.objects.create(session=session, agent="chat", status="running", message_id="m-1")
+    Run.objects.create(session=session, agent="chat", status="completed", message_id="m-0")  # ended runs are many
+    for status in ("queued", "running", "paused"):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Run.objects.create(session=session, agent="chat", status=status, message_id=f"m-{status}")
+    assert Run.objects.filter(session=session).count() == 2
 
 
 def claims_of(results: list[Any]) -> list[Any]:
