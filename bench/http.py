@@ -16,7 +16,8 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
   include the client opening its N connections, during which a server is mostly idle; the bare
   app's answers hide under that, so the CPU row is the closer measure of what a resume costs.
   With ``--split-cpus``, how busy the server's CPU and the load's were during each storm says
-  which of them its time was bound by;
+  which of them its time was bound by (with one CPU for the load; with more, the client's one
+  thread is a share of them);
 * **live fan-out** (:mod:`bench.fanout`): the server's CPU time per delivered event at a fixed
   load (the median of three loads of each app, the two apps taking turns), the largest load it
   sustains (every event delivered, p99 ≤ 20 ms) found by stepping, and 300 streams x 20
@@ -278,7 +279,7 @@ def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str,
     if "helix_load_busy" in storm:
         shares.append(
             Row(
-                "that storm: server CPU / load CPUs busy while it lasted (the side near 100% bounds its time)",
+                "that storm: server CPU / load CPUs busy while it lasted (with one load CPU, the side near 100% bounds it)",
                 f"{storm['helix_server_busy']:.0%} / {storm['helix_load_busy']:.0%}",
                 f"{storm['bare_server_busy']:.0%} / {storm['bare_load_busy']:.0%}",
                 target="information",
