@@ -23,6 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from streams.backends.readers import Subscription
+from streams.backends.redis_wire import pack
 from streams.backoff import Backoff
 from streams.exceptions import StreamUnavailableError
 from streams.protocol import StoredChunk, decode_chunks, stored_chunks
@@ -119,7 +120,7 @@ async def _write(connection: Connection, *args: Any) -> None:
     writer = connection._writer
     if writer is None or writer.is_closing():
         raise RedisConnectionError("the pub/sub connection closed")
-    writer.writelines(connection.pack_command(*args))
+    writer.write(pack([args]))
     await writer.drain()
 
 

@@ -17,6 +17,7 @@ import contextlib
 from typing import Any
 
 import hiredis
+from hiredis import pack_command
 from redis._parsers.base import BaseParser
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -72,21 +73,11 @@ async def exchange(pool: Any, commands: list[tuple[Any, ...]], timeout: float) -
 
 
 def pack(commands: list[tuple[Any, ...]]) -> bytes:
-    """``commands`` in RESP, as one buffer; arguments are ``bytes``, ``str`` (UTF-8) or ``int``
-    (redis-py's packer, built for every type it accepts, took a tenth of a storm's CPU)."""
-    parts: list[bytes] = []
-    append = parts.append
-    for command in commands:
-        append(b"*%d\r\n" % len(command))
-        for argument in command:
-            if isinstance(argument, str):
-                argument = argument.encode()
-            elif type(argument) is int:
-                argument = b"%d" % argument
-            elif not isinstance(argument, bytes):
-                raise TypeError(f"cannot send a {type(argument).__name__} to Redis")
-            append(b"$%d\r\n%s\r\n" % (len(argument), argument))
-    return b"".join(parts)
+    """``commands`` in RESP, as one buffer; arguments are ``bytes``, ``str`` (UTF-8), ``int`` or
+    ``float``, anything else a :class:`TypeError`. Each command is packed by hiredis, in C:
+    redis-py's packer, built for every type it accepts, took a tenth of a storm's CPU, and one
+    written in Python still a few µs a page read."""
+    return b"".join([pack_command(command) for command in commands])
 
 
 def typed(reply: Any) -> Any:

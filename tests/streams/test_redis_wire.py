@@ -27,9 +27,10 @@ def test_commands_are_packed_as_redis_py_packs_them(commands: list[tuple[Any, ..
     assert pack(commands) == b"".join(Connection().pack_commands(commands))
 
 
-def test_an_argument_redis_cannot_take_is_refused() -> None:
+@pytest.mark.parametrize("argument", [None, True, ["v"]])
+def test_an_argument_redis_cannot_take_is_refused(argument: Any) -> None:
     with pytest.raises(TypeError):
-        pack([("SET", "k", 1.5)])
+        pack([("SET", "k", argument)])
 
 
 class _Writer:
