@@ -8,8 +8,12 @@ pipeline for a resume comes down to "the token's user owns the session" (Helix's
 no permission class but ``AllowAny`` or ``IsAuthenticated``, no throttle but
 :class:`~chat.http.throttling.ChatPostThrottle`, which counts chat POSTs only, no API
 versioning, and Helix's own resume views at the URLs of ``chat.urls``), :func:`resume_by_owner`
-checks a GET that carries a token itself, with the same reads in the same database hop as the
-pipeline's (:func:`~chat.state.db.together`, with the token and the run read ahead for the hop).
+checks a GET that carries a token itself, in one database hop (:func:`~chat.state.db.together`)
+and, where it can, one query where the pipeline makes two: the session's latest run, joined to
+its owner and to the owner's token of that key (:class:`OwnedRuns`). The resumes of one hop read
+theirs together, so a storm's hop reads its people's tokens, sessions and runs at once. A site
+whose token model or user model that join cannot serve gets the pipeline's two reads, in the
+same hop.
 
 It answers only what the pipeline would allow: an active user's token, for a session that user
 owns and that has a run. Anything else (no token, an unknown or inactive one, someone else's
@@ -32,20 +36,22 @@ from django.http.response import HttpResponseBase
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
 from chat.exceptions import TooManyStreamsError
-from chat.http.authentication import TokenAuthentication
+from chat.http.authentication import OwnerRead, TokenAuthentication
 from chat.http.open_streams import admit, counted, user_key
 from chat.http.pipeline import helix_exception_handler, pipeline_classes
 from chat.http.request_headers import HeadersOnly
 from chat.http.throttling import ChatPostThrottle
 from chat.http.views import ChatStreamView, ChatView, django_headers, to_django
+from chat.models import ChatSession
 from chat.services import get_handler
-from chat.session_ids import canonical_session_id
-from chat.state.db import ReadAhead, together
-from chat.state.reads import current_run_and_owner, read_current_runs_ahead
+from chat.session_ids import canonical_session_id, session_key
+from chat.state.compiled import CompiledRead
+from chat.state.db import MOST_PER_HOP, ReadAhead, together
+from chat.state.reads import LATEST_RUN_COLUMNS, current_run_and_owner, latest_runs, read_current_runs_ahead, run_info
 from streams.exceptions import HelixError
 from streams.sse import extract_resume_position
 
-__all__ = ["OwnerStream", "resume_by_owner"]
+__all__ = ["OwnedRuns", "OwnerStream", "resume_by_owner"]
 
 _VIEWS = (ChatView, ChatStreamView)
 _PERMISSIONS = (AllowAny, IsAuthenticated)
@@ -65,6 +71,83 @@ class OwnerStream:
 
     def items(self) -> Any:
         return self._headers.items()
+
+
+class OwnedRuns:
+    """A session's latest run, read only when the user of a token (by key) owns the session and is
+    active: one query for :meth:`TokenAuthentication.owner_read` and
+    :func:`~chat.state.reads.current_run_and_owner` together, by a join from the session to its
+    owner and on to the owner's tokens (``relation``: the token model's name for them in a query,
+    ``auth_token`` for DRF's)."""
+
+    def __init__(self, relation: str) -> None:
+        key = f"owner__{relation}__key"
+        columns = (*LATEST_RUN_COLUMNS, "owner_id", "owner__is_active")
+        self.one = CompiledRead(
+            ChatSession, lambda session, token: latest_runs([session]).filter(**{key: token}).values_list(*columns)[:2]
+        )
+        # The hop's sessions, then as many keys: ``rows(*sessions, *tokens)``.
+        self.many = CompiledRead(
+            ChatSession,
+            lambda *values: (
+                latest_runs(values[: len(values) // 2])
+                .filter(**{f"{key}__in": values[len(values) // 2 :]})
+                .values_list("pk", key, *columns)
+            ),
+        )
+
+    def owned_run(self, token: str, session: str) -> tuple[Any, Any] | None:
+        """The latest run of session key ``session`` and its owner's pk, when the user whose token
+        ``token`` is owns it and is active; else ``None`` (no such token, someone else's session,
+        an inactive user, no run, no session, or a key more than one token has)."""
+        rows = self.one.rows(session, token)
+        if len(rows) != 1:
+            return None
+        *run, owner_id, active = rows[0]
+        return (run_info(run), owner_id) if active else None
+
+    def read_ahead(self, pairs: list[tuple[str, str]]) -> None:
+        """:meth:`owned_run` of every ``(token, session)`` pair read at once, one query per
+        :data:`~chat.state.db.MOST_PER_HOP` pairs, and kept for the calls of this hop. A pair no
+        row came back for reads for itself, as :meth:`TokenAuthentication.read_ahead` leaves a key:
+        the database may match a key that differs from the one the row gives back."""
+        for start in range(0, len(pairs), MOST_PER_HOP):
+            chunk = pairs[start : start + MOST_PER_HOP]
+            sessions = list(dict.fromkeys(session for _, session in chunk))
+            tokens = list(dict.fromkeys(token for token, _ in chunk))
+            size = 1 << (max(len(sessions), len(tokens)) - 1).bit_length()  # a few compiled forms
+            found: dict[tuple[str, str], list[tuple[Any, ...]]] = {pair: [] for pair in chunk}
+            for session, token, *row in self.many.rows(*_padded(sessions, size), *_padded(tokens, size)):
+                rows = found.get((token, session))
+                if rows is not None and len(rows) < 2:
+                    rows.append(tuple(row))
+            for (token, session), rows in found.items():
+                if rows:
+                    self.one.remember(rows, session, token)
+
+
+def _padded(values: list[str], size: int) -> list[str]:
+    return values + values[-1:] * (size - len(values))
+
+
+#: Each owner read's :class:`OwnedRuns`, or ``None`` where its models cannot make the join.
+_owned_runs: dict[OwnerRead, OwnedRuns | None] = {}
+
+
+def owned_runs(owners: OwnerRead) -> OwnedRuns | None:
+    """The :class:`OwnedRuns` of ``owners``' token model; ``None`` when the owner's check needs
+    more than a column of the user (``owners.by_key`` is ``None``), the tokens belong to another
+    model than sessions' owners, or the token model hides its name in queries."""
+    if owners in _owned_runs:
+        return _owned_runs[owners]
+    read: OwnedRuns | None = None
+    if owners.by_key is not None:
+        field = owners.tokens.user_field
+        relation = field.related_query_name()
+        if field.related_model is ChatSession._meta.get_field("owner").related_model and not relation.endswith("+"):
+            read = OwnedRuns(relation)
+    _owned_runs[owners] = read
+    return read
 
 
 @functools.cache
@@ -115,9 +198,14 @@ async def resume_by_owner(
     except HelixError:
         return None
     key, owners, handler = cast(str, token_ahead.key), authenticator.owner_read(), get_handler()
+    owned, stored = owned_runs(owners), session_key(session_id)
+    if stored is None:
+        return None
 
     def owner_and_run() -> Any:
         # authenticate_credentials() and the resume views' session_access(), allowing only.
+        if owned is not None:
+            return owned.owned_run(key, stored)
         user_id = owners.owner(key)
         if user_id is None:
             return None
@@ -126,10 +214,16 @@ async def resume_by_owner(
             return None
         return found[0], user_id
 
+    aheads: tuple[ReadAhead, ...]
+    if owned is not None:
+        aheads = (ReadAhead(owned.read_ahead, (key, stored)),)
+    else:
+        aheads = (token_ahead, ReadAhead(read_current_runs_ahead, session_id))
+
     allow = _allow.get(view_class) or _allow.setdefault(view_class, ", ".join(view_class().allowed_methods))
     ahead = handler.read_ahead(session_id, position) if position is not None else None
     try:
-        checked = await together(owner_and_run, token_ahead, ReadAhead(read_current_runs_ahead, session_id))
+        checked = await together(owner_and_run, *aheads)
         if checked is None:
             return None
         run, user_id = checked

@@ -3,9 +3,10 @@ latest checkpoint (:class:`~chat.ai_sdk.state.StateStore` on the chat models).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from chat.ai_sdk.state import CheckpointInfo, MessagePage, RunInfo, StateStore, ToolDecision
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
@@ -13,10 +14,20 @@ from chat.session_ids import record_id, session_key
 from chat.state.compiled import CompiledRead, read_ahead
 from chat.state.db import MOST_PER_HOP, db
 
-__all__ = ["DjangoStateReader", "current_run", "current_run_and_owner", "read_current_runs_ahead"]
+__all__ = [
+    "LATEST_RUN_COLUMNS",
+    "DjangoStateReader",
+    "current_run",
+    "current_run_and_owner",
+    "latest_runs",
+    "read_current_runs_ahead",
+    "run_info",
+]
 
 
 _RUN_FIELDS = ("id", "status", "start_sequence", "step_count", "message_id", "message_offset")
+#: The columns of a session's latest run in a query of :func:`latest_runs`, as :func:`run_info` takes them.
+LATEST_RUN_COLUMNS = tuple(f"runs__{field}" for field in _RUN_FIELDS)
 _LATEST_RUN_AND_OWNER = CompiledRead(
     Run,
     lambda key: Run.objects.for_session(key).latest_first().values_list(*_RUN_FIELDS, "session__owner_id")[:1],
@@ -40,12 +51,19 @@ def current_run_and_owner(session_id: str) -> tuple[RunInfo, Any] | None:
     rows = _LATEST_RUN_AND_OWNER.rows(key)
     if not rows:
         return None
-    run_id, status, start_sequence, step_count, message_id, message_offset, owner_id = rows[0]
-    run = RunInfo(str(run_id), status, start_sequence, step_count, message_id or None, message_offset)
-    return run, owner_id
+    *run, owner_id = rows[0]
+    return run_info(run), owner_id
 
 
-def _latest_runs_and_owners(*keys: str) -> Any:
+def run_info(columns: Sequence[Any]) -> RunInfo:
+    """The run whose :data:`LATEST_RUN_COLUMNS` are ``columns``."""
+    run_id, status, start_sequence, step_count, message_id, message_offset = columns
+    return RunInfo(str(run_id), status, start_sequence, step_count, message_id or None, message_offset)
+
+
+def latest_runs(keys: Sequence[str]) -> QuerySet[ChatSession]:
+    """The sessions of ``keys`` that have a run, each joined to its latest run (whose columns are
+    :data:`LATEST_RUN_COLUMNS`)."""
     # Each session's latest run found once, by a seek on the Run index on session and creation,
     # and then read by its key: a resume costs the same however many runs its session has had.
     # (Keeping those of the sessions' runs that are their session's latest instead looks up the
@@ -53,12 +71,12 @@ def _latest_runs_and_owners(*keys: str) -> Any:
     # runs while that table is small: a few ms a hop at worst (see the README's benchmark).
     latest = Run.objects.filter(session_id=OuterRef("pk")).latest_first().values("pk")[:1]
     return (
-        ChatSession.objects.filter(pk__in=keys)
-        .annotate(latest_run=Subquery(latest))
-        .filter(runs__pk=F("latest_run"))
-        .order_by()
-        .values_list("pk", *(f"runs__{field}" for field in _RUN_FIELDS), "owner_id")
-    )
+        ChatSession.objects.filter(pk__in=keys).annotate(latest_run=Subquery(latest)).filter(runs__pk=F("latest_run"))
+    ).order_by()
+
+
+def _latest_runs_and_owners(*keys: str) -> Any:
+    return latest_runs(keys).values_list("pk", *LATEST_RUN_COLUMNS, "owner_id")
 
 
 #: The latest run and owner of several sessions: one compiled form per power of two of them.

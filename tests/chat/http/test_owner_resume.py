@@ -23,6 +23,7 @@ from chat.http.authentication import TokenAuthentication
 from chat.http.pipeline import HelixAPIView
 from chat.http.request_headers import HeadersOnly
 from chat.models import ChatSession, Run
+from chat.state.compiled import CompiledRead, shared_reads
 from streams.backends import get_stream_manager
 from tests.chat.http.requests import scope
 from workers.exceptions import DatabaseUnavailableError
@@ -240,3 +241,80 @@ def test_the_headers_read_here_are_the_ones_djangos_request_would_give() -> None
     assert ours == {key: value for key, value in django_meta.items() if key.startswith(("HTTP_", "CONTENT_"))}
     assert ours["HTTP_AUTHORIZATION"] == "Token one,Token two" and ours["HTTP_LAST_EVENT_ID"] == "7"
     assert TokenAuthentication().read_ahead(cast(Any, HeadersOnly(request))) is None  # three words
+
+
+def test_a_run_is_read_for_the_active_owner_of_its_session_alone(django_assert_num_queries: Any) -> None:
+    """The owner's check and the session's latest run in one read (``OwnedRuns``): the run only
+    for an active user whose token it is and who owns the session; read ahead for a hop's pairs
+    in one query that answers each pair as its own read does."""
+
+    def someone(name: str, *, active: bool = True) -> tuple[User, str]:
+        user = User.objects.create_user(f"{name}-{uuid.uuid4().hex[:6]}", password="pw", is_active=active)
+        return user, Token.objects.create(user=user).key
+
+    owner, token = someone("owner")
+    _, strangers = someone("stranger")
+    inactive, sleepers = someone("inactive", active=False)
+    session = ChatSession.objects.create(agent="chat", owner=owner)
+    Run.objects.create(session=session, agent="chat", status="completed", message_id="m-1")
+    latest = Run.objects.create(session=session, agent="chat", status="running", message_id="m-2", start_sequence=9)
+    runless = ChatSession.objects.create(agent="chat", owner=owner)
+    dormant = ChatSession.objects.create(agent="chat", owner=inactive)
+    Run.objects.create(session=dormant, agent="chat", status="running", message_id="m-3")
+    owned = owner_resume.owned_runs(TokenAuthentication().owner_read())
+    assert owned is not None
+    pairs = [
+        (token, session.pk),
+        (strangers, session.pk),  # someone else's session
+        (sleepers, dormant.pk),  # an inactive owner
+        ("not-a-token", session.pk),
+        (token, runless.pk),
+        (token, "no-such-session"),
+    ]
+    alone = [owned.owned_run(key, session_id) for key, session_id in pairs]
+    found = alone[0]
+    assert found is not None and found[1] == owner.pk
+    assert (found[0].run_id, found[0].message_id, found[0].start_sequence) == (str(latest.pk), "m-2", 9)
+    assert alone[1:] == [None] * 5
+    with shared_reads():
+        with django_assert_num_queries(1):  # the pairs' tokens, owners, sessions and runs at once
+            owned.read_ahead(pairs)
+            assert owned.owned_run(*pairs[0]) == found
+        # A pair no row came back for reads for itself (the database may match another key); the
+        # inactive owner's came back, and says no.
+        with django_assert_num_queries(len(pairs) - 2):
+            assert [owned.owned_run(*pair) for pair in pairs[1:]] == alone[1:]
+
+
+def test_a_site_whose_models_cannot_join_its_tokens_to_sessions_gets_two_reads() -> None:
+    """A user model that decides itself who may sign in, or a token model that hides its name in
+    queries, gets the token read and the run read of the pipeline, in the same hop."""
+
+    class Owners:
+        def __init__(self, by_key: Any, relation: str) -> None:
+            self.by_key = by_key
+            field = type("Field", (), {"related_model": User, "related_query_name": lambda self: relation})
+            self.tokens = type("Tokens", (), {"user_field": field()})()
+
+    assert owner_resume.owned_runs(cast(Any, Owners(None, "auth_token"))) is None
+    assert owner_resume.owned_runs(cast(Any, Owners(object(), "+"))) is None
+    assert owner_resume.owned_runs(cast(Any, Owners(object(), "auth_token"))) is not None
+
+
+async def test_the_owners_resumes_of_one_hop_are_checked_in_one_query(
+    compiled_reads: list[tuple[CompiledRead, int]],
+) -> None:
+    people = [await person(f"owner{n}") for n in range(5)]
+    sessions = [await session_of(owner) for owner, _ in people]
+    compiled_reads.clear()
+    answers = await asyncio.gather(
+        *(
+            get(f"/api/chat/{s}", {"Authorization": f"Token {token}"})
+            for s, (_, token) in zip(sessions, people, strict=True)
+        )
+    )
+    assert [status for status, _, _ in answers] == [200] * 5
+    owned = owner_resume.owned_runs(TokenAuthentication().owner_read())
+    assert owned is not None
+    assert compiled_reads == [(owned.many, 16)]  # five sessions and five keys, each padded to a power of two
+    assert owned.many._compiled[("default", 16)] is not None  # its SQL made once, not by the ORM each time

@@ -101,7 +101,7 @@ async def test_a_resume_leaves_nothing_for_the_cyclic_collector() -> None:
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_resumes_of_different_people_in_one_hop_read_their_tokens_in_one_query(
-    monkeypatch: pytest.MonkeyPatch,
+    compiled_reads: list[tuple[CompiledRead, int]],
 ) -> None:
     # A storm's clients are people with tokens of their own: one query for their tokens per hop.
     def fixtures() -> list[tuple[str, str]]:
@@ -114,14 +114,7 @@ async def test_the_resumes_of_different_people_in_one_hop_read_their_tokens_in_o
         return clients
 
     clients = await db(fixtures)()
-    reads: list[tuple[CompiledRead, int]] = []
-    real_read = CompiledRead._read
-
-    def counted(self: CompiledRead, alias: str, values: tuple[str, ...]) -> list[tuple[Any, ...]]:
-        reads.append((self, len(values)))
-        return real_read(self, alias, values)
-
-    monkeypatch.setattr(CompiledRead, "_read", counted)
+    compiled_reads.clear()
     view = ChatStreamView.as_view()
     factory = APIRequestFactory()
     responses = await asyncio.gather(
@@ -129,5 +122,5 @@ async def test_the_resumes_of_different_people_in_one_hop_read_their_tokens_in_o
     )
     assert [r.status_code for r in responses] == [204] * 5  # each its own, past its owner's check
     tokens = _reads[Token]
-    assert [n for read, n in reads if read is tokens.many] == [8]  # five keys, padded to a power of two
-    assert [n for read, n in reads if read is tokens.read] == []
+    assert [n for read, n in compiled_reads if read is tokens.many] == [8]  # five keys, padded to a power of two
+    assert [n for read, n in compiled_reads if read is tokens.read] == []
