@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from django.core.signals import setting_changed
+from django.db import router
 from django.http.response import HttpResponseBase
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
@@ -99,7 +100,7 @@ class OwnedRuns:
     def owned_run(self, token: str, session: str) -> tuple[Any, Any] | None:
         """The latest run of session key ``session`` and its owner's pk, when the user whose token
         ``token`` is owns it and is active; else ``None`` (no such token, someone else's session,
-        an inactive user, no run, no session, or a key more than one token has)."""
+        an inactive user, no run, no session, or two of the owner's tokens under that key)."""
         rows = self.one.rows(session, token)
         if len(rows) != 1:
             return None
@@ -108,21 +109,25 @@ class OwnedRuns:
 
     def read_ahead(self, pairs: list[tuple[str, str]]) -> None:
         """:meth:`owned_run` of every ``(token, session)`` pair read at once, one query per
-        :data:`~chat.state.db.MOST_PER_HOP` pairs, and kept for the calls of this hop. A pair no
-        row came back for reads for itself, as :meth:`TokenAuthentication.read_ahead` leaves a key:
-        the database may match a key that differs from the one the row gives back."""
+        :data:`~chat.state.db.MOST_PER_HOP` pairs, and kept for the calls of this hop. A pair
+        whose session no row came back for has none (its own read would ask for less). One whose
+        session came back with other keys reads for itself, as
+        :meth:`TokenAuthentication.read_ahead` leaves a key: the database may match a key that
+        differs from the one the row gives back."""
         for start in range(0, len(pairs), MOST_PER_HOP):
             chunk = pairs[start : start + MOST_PER_HOP]
             sessions = list(dict.fromkeys(session for _, session in chunk))
             tokens = list(dict.fromkeys(token for token, _ in chunk))
             size = 1 << (max(len(sessions), len(tokens)) - 1).bit_length()  # a few compiled forms
             found: dict[tuple[str, str], list[tuple[Any, ...]]] = {pair: [] for pair in chunk}
+            answered: set[str] = set()
             for session, token, *row in self.many.rows(*_padded(sessions, size), *_padded(tokens, size)):
+                answered.add(session)
                 rows = found.get((token, session))
                 if rows is not None and len(rows) < 2:
                     rows.append(tuple(row))
             for (token, session), rows in found.items():
-                if rows:
+                if rows or session not in answered:
                     self.one.remember(rows, session, token)
 
 
@@ -135,16 +140,24 @@ _owned_runs: dict[OwnerRead, OwnedRuns | None] = {}
 
 
 def owned_runs(owners: OwnerRead) -> OwnedRuns | None:
-    """The :class:`OwnedRuns` of ``owners``' token model; ``None`` when the owner's check needs
-    more than a column of the user (``owners.by_key`` is ``None``), the tokens belong to another
-    model than sessions' owners, or the token model hides its name in queries."""
+    """The :class:`OwnedRuns` of ``owners``' token model; ``None`` where the join would not ask
+    what the token's own read asks: the owner's check needs more than a column of the user
+    (``owners.by_key`` is ``None``), the tokens belong to another model than sessions' owners,
+    the token model hides its name in queries, its key is not unique (the join sees the owner's
+    tokens only), or its manager leaves tokens out (a join passes by managers)."""
     if owners in _owned_runs:
         return _owned_runs[owners]
     read: OwnedRuns | None = None
     if owners.by_key is not None:
+        model: Any = owners.tokens.model
         field = owners.tokens.user_field
         relation = field.related_query_name()
-        if field.related_model is ChatSession._meta.get_field("owner").related_model and not relation.endswith("+"):
+        if (
+            field.related_model is ChatSession._meta.get_field("owner").related_model
+            and not relation.endswith("+")
+            and model._meta.get_field("key").unique
+            and not model.objects.all().query.where
+        ):
             read = OwnedRuns(relation)
     _owned_runs[owners] = read
     return read
@@ -198,7 +211,10 @@ async def resume_by_owner(
     except HelixError:
         return None
     key, owners, handler = cast(str, token_ahead.key), authenticator.owner_read(), get_handler()
-    owned, stored = owned_runs(owners), session_key(session_id)
+    # One query reads the token, the user and the session on one database: with routers, each
+    # model's reads go where its router sends them (a token revoked on the primary, say).
+    owned = None if router.routers else owned_runs(owners)
+    stored = session_key(session_id)
     if stored is None:
         return None
 

@@ -8,11 +8,12 @@ import asyncio
 import io
 import json
 import uuid
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.handlers.asgi import ASGIRequest
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
@@ -23,6 +24,7 @@ from chat.http.authentication import TokenAuthentication
 from chat.http.pipeline import HelixAPIView
 from chat.http.request_headers import HeadersOnly
 from chat.models import ChatSession, Run
+from chat.state import reads
 from chat.state.compiled import CompiledRead, shared_reads
 from streams.backends import get_stream_manager
 from tests.chat.http.requests import scope
@@ -82,6 +84,15 @@ def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return paths
 
 
+@pytest.fixture(params=["one query", "two reads"])
+def owner_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The owner's check by one query (``OwnedRuns``), and by the two reads of a site whose
+    models or routers cannot take the join."""
+    if request.param == "two reads":
+        monkeypatch.setattr(owner_resume, "owned_runs", lambda owners: None)
+    return str(request.param)
+
+
 @sync_to_async
 def person(name: str, *, active: bool = True) -> tuple[User, str]:
     user = User.objects.create_user(f"{name}-{uuid.uuid4().hex[:6]}", password="pw-owner", is_active=active)
@@ -98,7 +109,7 @@ async def session_of(owner: User, *, run: bool = True) -> str:
 
 
 async def test_the_owners_resume_skips_the_pipeline_and_answers_as_it_does(
-    monkeypatch: pytest.MonkeyPatch, dispatched: list[str]
+    monkeypatch: pytest.MonkeyPatch, dispatched: list[str], owner_reads: str
 ) -> None:
     owner, token = await person("owner")
     session_id = await session_of(owner)
@@ -116,7 +127,7 @@ async def test_the_owners_resume_skips_the_pipeline_and_answers_as_it_does(
 
 
 async def test_whatever_the_owners_check_does_not_allow_gets_the_pipelines_answer(
-    monkeypatch: pytest.MonkeyPatch, dispatched: list[str]
+    monkeypatch: pytest.MonkeyPatch, dispatched: list[str], owner_reads: str
 ) -> None:
     owner, token = await person("owner")
     _, strangers = await person("stranger")
@@ -280,25 +291,90 @@ def test_a_run_is_read_for_the_active_owner_of_its_session_alone(django_assert_n
         with django_assert_num_queries(1):  # the pairs' tokens, owners, sessions and runs at once
             owned.read_ahead(pairs)
             assert owned.owned_run(*pairs[0]) == found
-        # A pair no row came back for reads for itself (the database may match another key); the
-        # inactive owner's came back, and says no.
-        with django_assert_num_queries(len(pairs) - 2):
+        # A pair whose session came back with another key reads for itself (the database may
+        # match a key that differs from the row's): the stranger's and the unknown token. The
+        # inactive owner's came back, and says no; the others' sessions did not come back at all.
+        with django_assert_num_queries(2):
             assert [owned.owned_run(*pair) for pair in pairs[1:]] == alone[1:]
 
 
-def test_a_site_whose_models_cannot_join_its_tokens_to_sessions_gets_two_reads() -> None:
-    """A user model that decides itself who may sign in, or a token model that hides its name in
-    queries, gets the token read and the run read of the pipeline, in the same hop."""
+def test_a_site_whose_models_cannot_join_its_tokens_to_sessions_gets_two_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the join would not ask what the token's own read asks, the owner's check makes the
+    pipeline's two reads: a user model that decides itself who may sign in, a token model that
+    hides its name in queries, belongs to another model than sessions' owners, has keys that are
+    not unique, or a manager that leaves tokens out."""
+    monkeypatch.setattr(owner_resume, "_owned_runs", {})
 
     class Owners:
-        def __init__(self, by_key: Any, relation: str) -> None:
+        def __init__(self, *, by_key: Any = True, relation: str = "auth_token", user: Any = User, model: Any = Token):
             self.by_key = by_key
-            field = type("Field", (), {"related_model": User, "related_query_name": lambda self: relation})
-            self.tokens = type("Tokens", (), {"user_field": field()})()
+            field = type("Field", (), {"related_model": user, "related_query_name": lambda self: relation})
+            self.tokens = type("Tokens", (), {"user_field": field(), "model": model})()
 
-    assert owner_resume.owned_runs(cast(Any, Owners(None, "auth_token"))) is None
-    assert owner_resume.owned_runs(cast(Any, Owners(object(), "+"))) is None
-    assert owner_resume.owned_runs(cast(Any, Owners(object(), "auth_token"))) is not None
+    def model(*, unique: bool = True, objects: Any = Token.objects) -> Any:
+        return SimpleNamespace(
+            _meta=SimpleNamespace(get_field=lambda name: SimpleNamespace(unique=unique)), objects=objects
+        )
+
+    live = SimpleNamespace(all=lambda: Token.objects.filter(key__startswith="live-"))
+    assert owner_resume.owned_runs(cast(Any, Owners())) is not None
+    assert owner_resume.owned_runs(cast(Any, Owners(model=model()))) is not None
+    for refused in (
+        Owners(by_key=None),
+        Owners(relation="+"),
+        Owners(user=Group),
+        Owners(model=model(unique=False)),
+        Owners(model=model(objects=live)),
+    ):
+        assert owner_resume.owned_runs(cast(Any, refused)) is None
+
+
+class EveryModelToDefault:
+    """A database router that leaves every read where it would go anyway."""
+
+
+@override_settings(DATABASE_ROUTERS=[f"{__name__}.EveryModelToDefault"])
+async def test_a_site_with_database_routers_reads_the_token_and_the_session_where_they_route(
+    compiled_reads: list[tuple[CompiledRead, int]], dispatched: list[str]
+) -> None:
+    owner, token = await person("owner")
+    session_id = await session_of(owner)
+    compiled_reads.clear()
+    assert (await get(f"/api/chat/{session_id}", {"Authorization": f"Token {token}"}))[0] == 200
+    assert dispatched == []  # answered here
+    tokens = TokenAuthentication().owner_read().by_key
+    assert tokens is not None
+    assert [read for read, _ in compiled_reads] == [tokens.read, reads._LATEST_RUN_AND_OWNER]
+
+
+async def test_the_owners_and_everyone_elses_resumes_of_one_hop_each_get_their_answer(
+    monkeypatch: pytest.MonkeyPatch, dispatched: list[str]
+) -> None:
+    owner, token = await person("owner")
+    _, strangers = await person("stranger")
+    sleeper, sleepers = await person("inactive", active=False)
+    session_id, runless = await session_of(owner), await session_of(owner, run=False)
+    dormant = await session_of(sleeper)
+    ownerless = await sync_to_async(ChatSession.objects.create)(agent="chat")
+    await sync_to_async(Run.objects.create)(session=ownerless, agent="chat", status="running", message_id="m")
+    cases = [
+        (session_id, token, 200),
+        (session_id, strangers, 404),
+        (dormant, sleepers, 401),
+        (runless, token, 204),
+        (ownerless.pk, token, 404),
+        (str(uuid.uuid4()), token, 204),
+    ]
+    answers = await asyncio.gather(
+        *(get(f"/api/chat/{session}", {"Authorization": f"Token {key}"}) for session, key, _ in cases)
+    )
+    assert [answer[0] for answer in answers] == [expected for _, _, expected in cases]
+    assert sorted(dispatched) == sorted(f"/api/chat/{session}" for session, _, _ in cases[1:])
+    with monkeypatch.context() as patch:
+        through_the_pipeline(patch)
+        for (session, key, _), answer in zip(cases, answers, strict=True):
+            again = await get(f"/api/chat/{session}", {"Authorization": f"Token {key}"})
+            assert again[:2] == answer[:2], (session, key)
 
 
 async def test_the_owners_resumes_of_one_hop_are_checked_in_one_query(
