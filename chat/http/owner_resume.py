@@ -33,6 +33,7 @@ from typing import Any, cast
 
 from django.core.signals import setting_changed
 from django.db import router
+from django.db.models import OuterRef, Subquery
 from django.http.response import HttpResponseBase
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
@@ -77,25 +78,27 @@ class OwnerStream:
 class OwnedRuns:
     """A session's latest run, read only when the user of a token (by key) owns the session and is
     active: one query for :meth:`TokenAuthentication.owner_read` and
-    :func:`~chat.state.reads.current_run_and_owner` together, by a join from the session to its
-    owner and on to the owner's tokens (``relation``: the token model's name for them in a query,
-    ``auth_token`` for DRF's)."""
+    :func:`~chat.state.reads.current_run_and_owner` together. ``tokens``: the token model, whose
+    ``user`` is ``user``; ``relation``: its name for tokens in a query of users (``auth_token`` for
+    DRF's)."""
 
-    def __init__(self, relation: str) -> None:
+    def __init__(self, tokens: Any, user: str, relation: str) -> None:
         key = f"owner__{relation}__key"
         columns = (*LATEST_RUN_COLUMNS, "owner_id", "owner__is_active")
         self.one = CompiledRead(
             ChatSession, lambda session, token: latest_runs([session]).filter(**{key: token}).values_list(*columns)[:2]
         )
-        # The hop's sessions, then as many keys: ``rows(*sessions, *tokens)``.
-        self.many = CompiledRead(
-            ChatSession,
-            lambda *values: (
-                latest_runs(values[: len(values) // 2])
-                .filter(**{f"{key}__in": values[len(values) // 2 :]})
-                .values_list("pk", key, *columns)
-            ),
-        )
+
+        def many(*values: str) -> Any:
+            # The hop's keys, then as many session keys (the order of their parameters in the SQL).
+            # Each session looks its owner's token up among the keys itself, so that the query
+            # starts from the sessions' keys: joined from the keys' side, a database may walk all
+            # the sessions of an owner who has very many, to find the few asked for.
+            keys, sessions = values[: len(values) // 2], values[len(values) // 2 :]
+            owners = tokens.objects.filter(**{user: OuterRef("owner"), "key__in": keys}).values("key")[:1]
+            return latest_runs(sessions).annotate(token=Subquery(owners)).values_list("pk", "token", *columns)
+
+        self.many = CompiledRead(ChatSession, many)
 
     def owned_run(self, token: str, session: str) -> tuple[Any, Any] | None:
         """The latest run of session key ``session`` and its owner's pk, when the user whose token
@@ -110,10 +113,10 @@ class OwnedRuns:
     def read_ahead(self, pairs: list[tuple[str, str]]) -> None:
         """:meth:`owned_run` of every ``(token, session)`` pair read at once, one query per
         :data:`~chat.state.db.MOST_PER_HOP` pairs, and kept for the calls of this hop. A pair
-        whose session no row came back for has none (its own read would ask for less). One whose
-        session came back with other keys reads for itself, as
+        whose session came back with none of the keys has no row (its own read would ask for
+        less). One whose session came back with another key reads for itself, as
         :meth:`TokenAuthentication.read_ahead` leaves a key: the database may match a key that
-        differs from the one the row gives back."""
+        differs from the one the row gives back, and an owner may have two tokens among the keys."""
         for start in range(0, len(pairs), MOST_PER_HOP):
             chunk = pairs[start : start + MOST_PER_HOP]
             sessions = list(dict.fromkeys(session for _, session in chunk))
@@ -121,7 +124,9 @@ class OwnedRuns:
             size = 1 << (max(len(sessions), len(tokens)) - 1).bit_length()  # a few compiled forms
             found: dict[tuple[str, str], list[tuple[Any, ...]]] = {pair: [] for pair in chunk}
             answered: set[str] = set()
-            for session, token, *row in self.many.rows(*_padded(sessions, size), *_padded(tokens, size)):
+            for session, token, *row in self.many.rows(*_padded(tokens, size), *_padded(sessions, size)):
+                if token is None:  # none of the keys is its owner's (or it has no owner)
+                    continue
                 answered.add(session)
                 rows = found.get((token, session))
                 if rows is not None and len(rows) < 2:
@@ -158,7 +163,7 @@ def owned_runs(owners: OwnerRead) -> OwnedRuns | None:
             and model._meta.get_field("key").unique
             and not model.objects.all().query.where
         ):
-            read = OwnedRuns(relation)
+            read = OwnedRuns(model, field.name, relation)
     _owned_runs[owners] = read
     return read
 

@@ -272,6 +272,9 @@ def test_a_run_is_read_for_the_active_owner_of_its_session_alone(django_assert_n
     runless = ChatSession.objects.create(agent="chat", owner=owner)
     dormant = ChatSession.objects.create(agent="chat", owner=inactive)
     Run.objects.create(session=dormant, agent="chat", status="running", message_id="m-3")
+    absent, _ = someone("absent")  # whose token no one in the hop sends
+    elsewhere = ChatSession.objects.create(agent="chat", owner=absent)
+    Run.objects.create(session=elsewhere, agent="chat", status="running", message_id="m-4")
     owned = owner_resume.owned_runs(TokenAuthentication().owner_read())
     assert owned is not None
     pairs = [
@@ -281,19 +284,21 @@ def test_a_run_is_read_for_the_active_owner_of_its_session_alone(django_assert_n
         ("not-a-token", session.pk),
         (token, runless.pk),
         (token, "no-such-session"),
+        (token, elsewhere.pk),
     ]
     alone = [owned.owned_run(key, session_id) for key, session_id in pairs]
     found = alone[0]
     assert found is not None and found[1] == owner.pk
     assert (found[0].run_id, found[0].message_id, found[0].start_sequence) == (str(latest.pk), "m-2", 9)
-    assert alone[1:] == [None] * 5
+    assert alone[1:] == [None] * 6
     with shared_reads():
         with django_assert_num_queries(1):  # the pairs' tokens, owners, sessions and runs at once
             owned.read_ahead(pairs)
             assert owned.owned_run(*pairs[0]) == found
         # A pair whose session came back with another key reads for itself (the database may
         # match a key that differs from the row's): the stranger's and the unknown token. The
-        # inactive owner's came back, and says no; the others' sessions did not come back at all.
+        # inactive owner's came back, and says no; the others' sessions came back with none of
+        # the keys, or not at all.
         with django_assert_num_queries(2):
             assert [owned.owned_run(*pair) for pair in pairs[1:]] == alone[1:]
 
@@ -308,7 +313,9 @@ def test_a_site_whose_models_cannot_join_its_tokens_to_sessions_gets_two_reads(m
     class Owners:
         def __init__(self, *, by_key: Any = True, relation: str = "auth_token", user: Any = User, model: Any = Token):
             self.by_key = by_key
-            field = type("Field", (), {"related_model": user, "related_query_name": lambda self: relation})
+            field = type(
+                "Field", (), {"name": "user", "related_model": user, "related_query_name": lambda self: relation}
+            )
             self.tokens = type("Tokens", (), {"user_field": field(), "model": model})()
 
     def model(*, unique: bool = True, objects: Any = Token.objects) -> Any:
