@@ -46,7 +46,7 @@ from chat.http.throttling import ChatPostThrottle
 from chat.http.views import ChatStreamView, ChatView, django_headers, to_django
 from chat.models import ChatSession
 from chat.services import get_handler
-from chat.session_ids import canonical_session_id, session_key
+from chat.session_ids import canonical_session_id
 from chat.state.compiled import CompiledRead
 from chat.state.db import MOST_PER_HOP, ReadAhead, together
 from chat.state.reads import LATEST_RUN_COLUMNS, current_run_and_owner, latest_runs, read_current_runs_ahead, run_info
@@ -219,14 +219,11 @@ async def resume_by_owner(
     # One query reads the token, the user and the session on one database: with routers, each
     # model's reads go where its router sends them (a token revoked on the primary, say).
     owned = None if router.routers else owned_runs(owners)
-    stored = session_key(session_id)
-    if stored is None:
-        return None
 
     def owner_and_run() -> Any:
         # authenticate_credentials() and the resume views' session_access(), allowing only.
         if owned is not None:
-            return owned.owned_run(key, stored)
+            return owned.owned_run(key, session_id)
         user_id = owners.owner(key)
         if user_id is None:
             return None
@@ -237,7 +234,7 @@ async def resume_by_owner(
 
     aheads: tuple[ReadAhead, ...]
     if owned is not None:
-        aheads = (ReadAhead(owned.read_ahead, (key, stored)),)
+        aheads = (ReadAhead(owned.read_ahead, (key, session_id)),)  # a canonical id is its own key
     else:
         aheads = (token_ahead, ReadAhead(read_current_runs_ahead, session_id))
 
