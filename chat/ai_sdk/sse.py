@@ -127,10 +127,16 @@ def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransform
     delta only appends to that block (:meth:`~StreamTransformer.open_text_block`), the run of
     deltas of the same agent that follows it is framed directly, without building an event per
     delta: when no delta of the run needs a JSON escape (one encode of their joined text says so),
-    as one string, each delta between quotes as it is. The bytes are encode_event's."""
+    as one string, each delta between quotes as it is. The bytes are encode_event's.
+
+    Where the runs end is found in one pass over the batch, made when the first run starts: the
+    text each pair would add to a run of its agent, ``""`` for a pair that ends one (another
+    chunk type, another agent, an empty delta); a run then ends at the next ``""``."""
     pairs = batch if type(batch) is list else list(batch)
     parts: list[bytes] = []
     transform = transformer.transform
+    texts: list[str] = []  # per pair, the text it would add to a run of ``agent``
+    agent: str | None = None
     index, end = 0, len(pairs)
     while index < end:
         chunk, sequence = pairs[index]
@@ -139,21 +145,22 @@ def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransform
             parts += [encode_event(event, id=sequence) for event in transform(chunk)[0]]
             index += 1
             continue
-        agent, stop = chunk.agent_id, index + 1
-        while stop < end:
-            following = pairs[stop][0]
-            if type(following) is not TextDelta or following.agent_id != agent or not following.delta:
-                break
-            stop += 1
-        parts.append(_frame_deltas(pairs[index:stop], _json(block).decode()))
+        if chunk.agent_id != agent:  # the first run of the batch (its agent is the transformer's)
+            agent = chunk.agent_id
+            texts = [c.delta if type(c) is TextDelta and c.agent_id == agent else "" for c, _ in pairs]
+        try:
+            stop = texts.index("", index + 1)
+        except ValueError:
+            stop = end
+        parts.append(_frame_deltas(pairs[index:stop], "".join(texts[index:stop]), _json(block).decode()))
         index = stop
     return b"".join(parts)
 
 
-def _frame_deltas(run: list[tuple[Any, int]], block: str) -> bytes:
-    """``text-delta`` events on ``block`` (its id as JSON) for a run of text deltas."""
+def _frame_deltas(run: list[tuple[Any, int]], text: str, block: str) -> bytes:
+    """``text-delta`` events on ``block`` (its id as JSON) for a run of text deltas, whose
+    deltas joined are ``text``."""
     head = '\ndata: {"type":"text-delta","id":' + block + ',"delta":'
-    text = "".join([chunk.delta for chunk, _ in run])
     if len(_json(text)) == len(text.encode()) + 2:  # nothing to escape: each delta as it is
         return "".join([f'id: {sequence}{head}"{chunk.delta}"}}\n\n' for chunk, sequence in run]).encode()
     encoded_head = head.encode()
