@@ -135,7 +135,7 @@ def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransform
     pairs = batch if type(batch) is list else list(batch)
     parts: list[bytes] = []
     transform = transformer.transform
-    texts: list[str] = []  # per pair, the text it would add to a run of ``agent``
+    texts: list[str] = []  # per pair, the text it would add to a run of ``agent``; then ""
     agent: str | None = None
     index, end = 0, len(pairs)
     while index < end:
@@ -148,10 +148,8 @@ def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransform
         if chunk.agent_id != agent:  # the first run of the batch (its agent is the transformer's)
             agent = chunk.agent_id
             texts = [c.delta if type(c) is TextDelta and c.agent_id == agent else "" for c, _ in pairs]
-        try:
-            stop = texts.index("", index + 1)
-        except ValueError:
-            stop = end
+            texts.append("")  # the batch's end ends a run too
+        stop = texts.index("", index + 1)
         parts.append(_frame_deltas(pairs[index:stop], "".join(texts[index:stop]), _json(block).decode()))
         index = stop
     return b"".join(parts)
