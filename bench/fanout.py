@@ -291,10 +291,10 @@ def sustainable(
     number and every load measured.
 
     A load that is not sustained is measured once more, and fails only if it fails again. One
-    stall of the machine's (another process, a slow second of a virtual CPU) puts a few-second
+    stall of the machine (another process, a slow second of a virtual CPU) puts a few-second
     load's p99 past the bound, and a knee found there says nothing of the server: one such stall
-    once put the bare app's knee at 575 streams, in a run where it held 1,000. A server past its
-    knee falls behind for the whole load, and fails both times."""
+    once put the bare app's knee at 575 streams, where other runs had it at 950 to 1,000. A
+    server past its knee falls behind for the whole load, and fails both times."""
     best, failed, loads = 0, 0, []
 
     def run(count: int) -> bool:

@@ -352,9 +352,8 @@ def fanout_phase(
     best, loads = {}, {}
     for kind, target in targets.items():
         best[kind], loads[kind] = fanout.sustainable(target, streams(kind), args.redis_url, args.steps, **load)
-    # A knee where the load's own CPUs were saturated is the machine's, not the server's: say so
-    # (of the loads that failed twice, the ones that bound the knee).
-    bound = [kind for kind in targets if any(load.load_bound for load in _failed(loads[kind]))]
+    # A knee where the load's own CPUs were saturated is the machine's, not the server's: say so.
+    bound = [kind for kind in targets if any(load.load_bound for load in _knee_failures(loads[kind]))]
     caveat = f"; load-bound where {' and '.join(bound)} failed" if bound else ""
     rows.append(
         Row(
@@ -367,8 +366,8 @@ def fanout_phase(
     )
     at = {}
     for kind, target in targets.items():
-        known = [load for load in loads[kind] if load.streams == args.active]
-        at[kind] = known[0] if known else fanout.measure(target, streams(kind)(args.active), args.redis_url, **load)
+        known = [load for load in loads[kind] if load.streams == args.active]  # its last try counted
+        at[kind] = known[-1] if known else fanout.measure(target, streams(kind)(args.active), args.redis_url, **load)
     helix, bare = at["helix"], at["fanout"]
     rows.append(
         Row(
@@ -382,10 +381,13 @@ def fanout_phase(
     return rows
 
 
-def _failed(loads: list[fanout.Load]) -> list[fanout.Load]:
-    """The loads of the stream counts that were not sustained (each failed, and so did its second try)."""
+def _knee_failures(loads: list[fanout.Load]) -> list[fanout.Load]:
+    """The tries of the smallest stream count that was not sustained (both its tries failed):
+    the load just above the knee, which bounds it."""
     passed = {load.streams for load in loads if load.sustained}
-    return [load for load in loads if load.streams not in passed]
+    failed = [load for load in loads if load.streams not in passed]
+    smallest = min((load.streams for load in failed), default=None)
+    return [load for load in failed if load.streams == smallest]
 
 
 # -- replay and resume -----------------------------------------------------------------------------

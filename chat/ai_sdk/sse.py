@@ -145,7 +145,7 @@ def frame_batch(batch: Iterable[tuple[Chunk, int]], transformer: StreamTransform
             parts += [encode_event(event, id=sequence) for event in transform(chunk)[0]]
             index += 1
             continue
-        if chunk.agent_id != agent:  # the first run of the batch (its agent is the transformer's)
+        if not texts or chunk.agent_id != agent:  # the batch's first run (its agent is the transformer's)
             agent = chunk.agent_id
             texts = [c.delta if type(c) is TextDelta and c.agent_id == agent else "" for c, _ in pairs]
             texts.append("")  # the batch's end ends a run too
