@@ -201,7 +201,8 @@ class RedisStreamManager(StreamManager):
 
     async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
         state = self._state()
-        args: list[Any] = ["" if epoch is None else epoch, batch.token or "", len(batch.payloads), *batch.payloads]
+        args: list[Any] = ["" if epoch is None else epoch, batch.token or "", now_ms(), len(batch.payloads)]
+        args += batch.payloads
         for step, index in batch.steps:
             args += (step, index)
         keys = self._keys(stream_id)

@@ -42,63 +42,73 @@ return tonumber(redis.call('HGET', KEYS[2], 'seq'))
 
 # A batch token ``<writer>:<n>`` makes a retried append idempotent: the meta hash keeps, per
 # writer, ``<n> <sequence>`` of its last stored batch, and a batch already stored is not stored
-# again (its reply was lost with the connection, not the batch).
+# again (its reply was lost with the connection, not the batch). Every write costs Redis this
+# script, so it reads the meta hash once (status, sequence, epoch and the writer's last batch
+# together) and writes it once; a Lua ``redis.call`` costs about as much as the command it makes.
 _APPEND = """
-local meta = redis.call('HMGET', KEYS[2], 'status', 'seq')
-local status = meta[1]
-if not status then return redis.error_reply('HELIX_NOT_FOUND') end
 local writer, batch
 if ARGV[2] ~= '' then
   local colon = string.find(ARGV[2], ':', 1, true)
   writer = 'w:' .. string.sub(ARGV[2], 1, colon - 1)
   batch = tonumber(string.sub(ARGV[2], colon + 1))
-  local last = redis.call('HGET', KEYS[2], writer)
-  if last then
-    local space = string.find(last, ' ', 1, true)
-    if tonumber(string.sub(last, 1, space - 1)) >= batch then return tonumber(string.sub(last, space + 1)) end
-  end
 end
-$FENCE
+local meta = redis.call('HMGET', KEYS[2], 'status', 'seq', 'epoch', writer or 'status')
+local status = meta[1]
+if not status then return redis.error_reply('HELIX_NOT_FOUND') end
+if writer and meta[4] then
+  local last = meta[4]
+  local space = string.find(last, ' ', 1, true)
+  if tonumber(string.sub(last, 1, space - 1)) >= batch then return tonumber(string.sub(last, space + 1)) end
+end
+if ARGV[1] ~= '' then
+  local epoch, mine = tonumber(meta[3] or '0'), tonumber(ARGV[1])
+  if mine < epoch then return redis.error_reply('HELIX_SUPERSEDED ' .. epoch) end
+  if mine > epoch then redis.call('HSET', KEYS[2], 'epoch', mine) end
+end
 if status == 'ended' or status == 'failed' then
   return redis.error_reply('HELIX_CLOSED ' .. status)
 end
-local n = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
 local base = tonumber(meta[2])
+local last = base + n
 for i = 1, n do
-  redis.call('XADD', KEYS[1], $TRIM (base + i) .. '-0', 'c', ARGV[3 + i])
+  redis.call('XADD', KEYS[1], $TRIM (base + i) .. '-0', 'c', ARGV[4 + i])
 end
 if n > 0 then
   local channel = string.sub(KEYS[2], 1, -2) .. 'n'
-  redis.call('PUBLISH', channel, (base + 1) .. '\\n' .. table.concat(ARGV, '\\n', 4, 3 + n))
+  redis.call('PUBLISH', channel, (base + 1) .. '\\n' .. table.concat(ARGV, '\\n', 5, 4 + n))
 end
-if writer then redis.call('HSET', KEYS[2], writer, batch .. ' ' .. (base + n)) end
-for j = 4 + n, #ARGV, 2 do
+for j = 5 + n, #ARGV, 2 do
   redis.call('HSET', KEYS[3], ARGV[j], base + tonumber(ARGV[j + 1]) + 1)
 end
-local now = redis.call('TIME')
-redis.call('HSET', KEYS[2], 'seq', base + n, 'updated', now[1] * 1000 + math.floor(now[2] / 1000))
+if writer then
+  redis.call('HSET', KEYS[2], 'seq', last, 'updated', ARGV[3], writer, batch .. ' ' .. last)
+else
+  redis.call('HSET', KEYS[2], 'seq', last, 'updated', ARGV[3])
+end
 local ttl = $TTL
 if ttl > 0 then
   if redis.call('PTTL', KEYS[1]) < ttl * 0.9 then
     for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ttl) end
-  elseif #ARGV > 3 + n then
+  elseif #ARGV > 4 + n then
     redis.call('PEXPIRE', KEYS[3], ttl)
   end
 end
-return base + n
+return last
 """
 
 
 def append_script(active_ttl_ms: int, max_length: int | None) -> str:
     """The append script for a store's settings (baked in: every write sends fewer arguments).
 
-    KEYS: chunks, meta, steps. ARGV: epoch ('' for none), batch token ('' for none), n_chunks,
-    chunk_1 .. chunk_n, then (step, index) pairs.
+    KEYS: chunks, meta, steps. ARGV: epoch ('' for none), batch token ('' for none), now (ms, the
+    writer's clock, as every script that stamps a stream takes it), n_chunks, chunk_1 .. chunk_n,
+    then (step, index) pairs.
     Stores the chunks as sequences latest+1…, announces them, records step starts. The active
     TTL is refreshed when less than 90 % of it is left on the chunks, not on every write.
     """
     trim = f"'MAXLEN', '~', {int(max_length)}," if max_length else ""
-    return _APPEND.replace("$FENCE", _FENCE_CHECK).replace("$TRIM", trim).replace("$TTL", str(int(active_ttl_ms)))
+    return _APPEND.replace("$TRIM", trim).replace("$TTL", str(int(active_ttl_ms)))
 
 
 # KEYS: chunks, meta, steps. ARGV: epoch ('' for none), target status, allowed statuses as
