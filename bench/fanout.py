@@ -2,9 +2,9 @@
 
 The same load for Helix and for the bare fan-out app of :mod:`bench.raw_asgi`, under the same
 server: clients in other processes follow every stream (Helix's resume route with a token, or
-``/fanout/<id>``), a writer process writes the events (Helix's through the store's own append
-script, as a worker would; the bare app's as a ``PUBLISH``), each carrying the time it was
-written, and the clients report each event's write → client latency. The server's own CPU time
+``/fanout/<id>``), a writer process appends the events to the store as a worker would, each
+carrying the time it was written (both apps follow the store's announcements of them: the same
+writes, the same Redis work), and the clients report each event's write → client latency. The server's own CPU time
 over the write window is read from ``/proc``, and so is the share of the load's CPUs that was busy.
 
 The load is made cheap, since on a small machine it shares CPUs with Redis: the writer packs its
@@ -24,6 +24,7 @@ import multiprocessing as mp
 import os
 import re
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,15 +167,18 @@ def _follow(target: Target, streams: list[str], niceness: int, ready: Any, stop:
     out.put(uvloop.run(main()))
 
 
-def _write(kind: str, redis_url: str, streams: list[str], rate: float, seconds: float, niceness: int, out: Any) -> None:
+def _write(redis_url: str, streams: list[str], rate: float, seconds: float, niceness: int, out: Any) -> None:
     """Writer process: ``rate`` events a second to every stream for ``seconds``.
 
-    Each event is one command on its own stream: Helix's, the store's own append script (as a
-    worker's write of one chunk), the bare app's a ``PUBLISH``. The events due in the same
-    millisecond go out together, as commands packed ahead of time around each event's payload,
-    so that the writer costs little CPU beside the server it measures. An event's timestamp is
-    taken before it is queued, so the batching counts against the measured latency. Puts the
-    number of events written and this process's CPU seconds.
+    Each event is one chunk appended to its stream as a worker appends it: the store's own append
+    script, with the store's settings, an epoch, a batch token and the writer's clock. The script
+    announces the chunk on the stream's channel, which Helix's readers and the bare fan-out app
+    both follow: the two apps are fed by the same writes, so that the load, Redis included, is the
+    same for both. The events due in the same millisecond go out together, as commands packed
+    ahead of time around each event's own arguments, so that the writer costs little CPU beside
+    the server it measures. An event's timestamp is taken before it is queued, so the batching
+    counts against the measured latency. Puts the number of events written and this process's
+    CPU seconds.
     """
     as_load(niceness)
     import hiredis
@@ -185,14 +189,19 @@ def _write(kind: str, redis_url: str, streams: list[str], rate: float, seconds: 
     from streams.protocol import TextDelta, encode_chunk
 
     client = redis.Redis.from_url(redis_url)
-    if kind == "helix":
-        sha = client.script_load(append_script(0, None))
-        keys = [RedisStreamManager(redis_url)._keys(s) for s in streams]  # the store's key layout
-        commands = [("EVALSHA", sha, 3, *k, "", "", 1) for k in keys]
-    else:
-        commands = [("PUBLISH", f"fanout:{s}") for s in streams]
-    # Each command as RESP with one more argument to come (the payload): its head, packed once.
-    prefixes = [b"*%d\r\n" % (len(c) + 1) + hiredis.pack_command(c).split(b"\r\n", 1)[1] for c in commands]
+    store = RedisStreamManager(redis_url)
+    sha = client.script_load(append_script(store._ms(store.active_ttl), store.max_length))
+    # Each command as RESP up to its per-event arguments (token, now, one chunk, the chunk), packed once.
+    prefixes = [
+        b"*%d\r\n" % (len(command) + 4) + hiredis.pack_command(command).split(b"\r\n", 1)[1]
+        for command in [("EVALSHA", sha, 3, *store._keys(stream), 1) for stream in streams]  # the store's keys, epoch 1
+    ]
+    writer = uuid.uuid4().hex[:12].encode()
+
+    def arguments(index: int, now_ns: int) -> bytes:
+        token = b"%s:%d" % (writer, index)  # grows on every stream, as a writer's batches do
+        return b"$%d\r\n%s\r\n$13\r\n%d\r\n$1\r\n1\r\n" % (len(token), token, now_ns // 1_000_000)
+
     # A chunk as the store keeps it, its text the time it was written: the bytes around the time.
     marker = "1" * 19
     head, tail = encode_chunk(TextDelta(agent_id="run-bench", timestamp=1, delta=f"{marker} word"))[1].split(
@@ -226,8 +235,10 @@ def _write(kind: str, redis_url: str, streams: list[str], rate: float, seconds: 
         sock.sendall(
             b"".join(
                 [
-                    b"%s%s%s%d%s\r\n" % (prefixes[index % len(streams)], length, head, time.time_ns(), tail)
+                    b"%s%s%s%s%d%s\r\n"
+                    % (prefixes[index % len(streams)], arguments(index, now), length, head, now, tail)
                     for index in range(count, due)
+                    for now in (time.time_ns(),)
                 ]
             )
         )
@@ -260,7 +271,7 @@ def measure(
         raise RuntimeError(f"only {answered} of {len(streams)} streams answered")
     time.sleep(0.5)
     cpu_before, idle_before = cpu_seconds(target.pid), cpus_idle(load_cpus())
-    writer = ctx.Process(target=_write, args=(target.kind, redis_url, streams, rate, seconds, niceness, out))
+    writer = ctx.Process(target=_write, args=(redis_url, streams, rate, seconds, niceness, out))
     writer.start()
     writer.join()
     if writer.exitcode != 0:

@@ -154,6 +154,15 @@ def storm_users(count: int) -> list[tuple[int, str]]:
     return [(token.user.pk, token.key) for token in tokens]
 
 
+def bare_streams(redis_url: str, count: int) -> list[str]:
+    """``count`` streams of the store with no session: the bare fan-out app's, written to as
+    Helix's are."""
+    streams = [uuid.uuid4().hex for _ in range(count)]
+    MADE.extend(streams)
+    asyncio.run(open_streams(redis_url, streams))
+    return streams
+
+
 def sessions_with_streams(
     redis_url: str, user_id: int | list[int], count: int, chunks: int = 0, runs: int = 1
 ) -> list[str]:
@@ -324,7 +333,7 @@ def fanout_phase(
     def streams(kind: str) -> Any:
         if kind == "helix":
             return lambda n: sessions_with_streams(args.redis_url, user_id, n)
-        return lambda n: [uuid.uuid4().hex for _ in range(n)]
+        return lambda n: bare_streams(args.redis_url, n)  # streams of the store, written as Helix's
 
     load = {"rate": args.rate, "seconds": args.seconds, "processes": args.client_processes, "niceness": args.niceness}
     rows: list[Row] = []
@@ -728,6 +737,8 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
     from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
 
+    from streams.backends import RedisStreamManager
+
     user = User.objects.create_user("bench", password="bench-pw")
     token = Token.objects.create(user=user).key
     queue = f"bench-{uuid.uuid4().hex[:6]}"
@@ -743,7 +754,10 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
     helix_env = {**env, "HELIX_RATE_LIMIT": "0", "HELIX_MAX_STREAMS_PER_CALLER": "1000000"}
     helix_port, helix = serve(args.server, "helix_site.asgi:application", helix_env, workdir / "helix.log")
     bare_port, bare = serve(
-        args.server, "bench.raw_asgi:application", {"FANOUT_REDIS_URL": args.redis_url}, workdir / "bare.log"
+        args.server,
+        "bench.raw_asgi:application",
+        {"FANOUT_REDIS_URL": args.redis_url, "FANOUT_KEY_PREFIX": RedisStreamManager(args.redis_url).key_prefix},
+        workdir / "bare.log",
     )
     worker = start(
         [sys.executable, "-m", "celery", "-A", "helix_site", "worker", "--loglevel=WARNING", "-n", f"{queue}@%h"],

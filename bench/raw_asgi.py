@@ -5,12 +5,16 @@ under the same server as Helix so that every figure can be given as a ratio to t
     N pre-encoded SSE events on one connection, one ``send`` each (the replay baseline).
 ``/hello``
     A tiny JSON answer (accept and answer a connection: the reconnect storm's floor).
-``/fanout/<channel>``
+``/fanout/<stream>``
     Live fan-out, the floor for "Redis write → bytes on N sockets": one Redis pub/sub
-    connection per process (``FANOUT_REDIS_URL``), subscribed to ``fanout:<channel>`` while
-    some connection follows that channel; each published message is framed once as an SSE event
-    and handed to every connection of its channel, which writes what it was handed since its last
-    write in one ``send``. No sequences, no store, no resume, no authentication.
+    connection per process (``FANOUT_REDIS_URL``), subscribed to a stream's channel while some
+    connection follows that stream; each published chunk is framed once as an SSE event and
+    handed to every connection of its stream, which writes what it was handed since its last
+    write in one ``send``. No sequences, no store reads, no resume, no authentication. It is fed
+    by the same writes as Helix (the store's append script, which announces each chunk on the
+    stream's channel as ``<sequence>\\n<chunk>…``; ``FANOUT_KEY_PREFIX`` is the store's key
+    prefix), so that the load, Redis included, is the same for both apps and only the servers
+    differ.
 """
 
 from __future__ import annotations
@@ -79,8 +83,10 @@ class FanOut:
             if message is None or message["type"] != "message":
                 continue
             followers = self.followers.get(message["channel"])
-            if followers:
-                frame = b"data: " + message["data"] + b"\n\n"  # framed once, for every follower
+            data: bytes = message["data"]
+            if followers and not data.startswith(b"!"):  # chunks, not a status change
+                # Framed once, for every follower: each chunk after the announcement's sequence.
+                frame = b"".join([b"data: %s\n\n" % chunk for chunk in data.split(b"\n")[1:]])
                 for follower in followers:
                     follower.hand(frame)
 
@@ -126,7 +132,8 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     path: str = scope["path"]
     if path.startswith("/fanout/"):
-        await _follow(f"fanout:{path[len('/fanout/') :]}".encode(), receive, send)
+        prefix = os.environ.get("FANOUT_KEY_PREFIX", "helix:stream:")
+        await _follow(f"{prefix}{{{path[len('/fanout/') :]}}}:n".encode(), receive, send)
         return
     if path == "/hello":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
