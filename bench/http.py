@@ -25,9 +25,10 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
   events/s, against the bare fan-out app (one pub/sub connection, each event framed once and
   written to every connection of its stream);
 * **replay and resume**: a full replay of a 10,000-chunk run against XRANGE + parse of the same
-  entries (medians of 7, after two unmeasured replays of each app: Python specialises code that
-  has run a few times, and a process serving streams has; three raw reads follow each replay, so
-  the two are timed on the machine as it is at the same moments); the first event of a resume
+  entries (medians of 21 spread over a second or two, after two unmeasured replays of each app:
+  Python specialises code that has run a few times, and a process serving streams has; three
+  raw reads follow each replay, so the two are timed on the machine as it is at the same
+  moments); the first event of a resume
   against one XRANGE page plus one round trip of the bare app (both timed after each resume;
   with ``--split-cpus`` the raw reads run on the servers' CPU, where Helix decodes the entries),
   from the middle of the live stream and near its head (where each resume subscribes to
@@ -401,6 +402,12 @@ def _knee_failures(loads: list[fanout.Load]) -> list[fanout.Load]:
 
 # -- replay and resume -----------------------------------------------------------------------------
 
+#: Replays of each app measured, each followed by three raw reads and a pause: the medians are
+#: taken over a second or two, so that a stall of the machine of a few hundred milliseconds
+#: (as long as seven replays took) cannot move them.
+REPLAYS = 21
+REPLAY_PAUSE = 0.05
+
 
 class RawReads:
     """The raw operations, each timed when asked for, between the app's measurements so that
@@ -477,7 +484,7 @@ async def bench_rate(
 
     headers = {"Authorization": f"Token {token}"}
     ours, bare = [], []
-    for _ in range(2 + 7):  # the first two of each warm the processes up, unmeasured
+    for _ in range(2 + REPLAYS):  # the first two of each warm the processes up, unmeasured
         connection = SSEConnection(HOST, port)
         t0 = time.perf_counter()
         await connection.open("GET", f"/api/chat/{session_id}", headers)
@@ -490,6 +497,7 @@ async def bench_rate(
         base.close()
         for _ in range(3):
             raw.full()
+        await asyncio.sleep(REPLAY_PAUSE)
     del ours[:2], bare[:2], raw.full_s[:6]
     first, hello = await resumes(
         port, bare_port, session_id, {**headers, "Last-Event-ID": str(chunks // 2)}, chunks - chunks // 2, raw
