@@ -402,8 +402,8 @@ def _knee_failures(loads: list[fanout.Load]) -> list[fanout.Load]:
 
 # -- replay and resume -----------------------------------------------------------------------------
 
-#: Replays of each app measured, each followed by three raw reads and a pause: the medians are
-#: taken over a second or two, so that a stall of the machine of a few hundred milliseconds
+#: Replays of each app measured, each of Helix's followed by a pause, the bare app's and three raw
+#: reads: the medians are taken over a second or two, so that a stall of the machine of a few hundred milliseconds
 #: (as long as seven replays took) cannot move them.
 REPLAYS = 21
 REPLAY_PAUSE = 0.05
@@ -490,6 +490,9 @@ async def bench_rate(
         await connection.open("GET", f"/api/chat/{session_id}", headers)
         ours.append(await count_events(connection, chunks) + (connection.first_byte_at - t0))
         connection.close()
+        # The pause here, before the bare app's replay (a row for information only): Helix's
+        # replay and the raw reads each follow the other's work, as without a pause.
+        await asyncio.sleep(REPLAY_PAUSE)
         base = SSEConnection(HOST, bare_port)
         t0 = time.perf_counter()
         await base.open("GET", f"/events?n={chunks}", {})
@@ -497,7 +500,6 @@ async def bench_rate(
         base.close()
         for _ in range(3):
             raw.full()
-        await asyncio.sleep(REPLAY_PAUSE)
     del ours[:2], bare[:2], raw.full_s[:6]
     first, hello = await resumes(
         port, bare_port, session_id, {**headers, "Last-Event-ID": str(chunks // 2)}, chunks - chunks // 2, raw

@@ -307,29 +307,32 @@ async def test_a_chunk_of_an_unknown_type_is_skipped_not_fatal(
 
 
 async def test_a_batch_appended_again_under_its_token_is_stored_once(
-    redis_manager: RedisStreamManager, redis_client: redis.Redis, key_prefix: str
+    redis_manager: RedisStreamManager, redis_client: redis.Redis, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker whose append reply was lost with its connection sends the batch again under the
     same token: the store answers with the sequence it stored it at and stores nothing twice;
     the stream is stamped with the writer's clock, and a newer epoch is kept."""
     from streams.backends.records import WriteBatch
-    from streams.protocol import encode_chunk, now_ms
+    from streams.protocol import encode_chunk
 
     await redis_manager.create_writer("t", "a")
+    monkeypatch.setattr("streams.backends.redis.now_ms", lambda: 1_000)  # the writer's clock
 
-    def batch(token: str, *words: str) -> WriteBatch:
+    def batch(token: str | None, *words: str) -> WriteBatch:
         encoded = [encode_chunk(text(word)) for word in words]
         return WriteBatch([c for c, _ in encoded], [p for _, p in encoded], token=token)
 
-    before = now_ms()
     assert await redis_manager._append("t", batch("w1:1", "a", "b"), epoch=2) == 2
     assert await redis_manager._append("t", batch("w1:1", "a", "b"), epoch=2) == 2  # the retry
     assert await redis_manager._append("t", batch("w2:1", "c")) == 3  # another writer's first batch
     assert await redis_manager._append("t", batch("w1:2", "d"), epoch=2) == 4
     # A writer retries only its last batch; an older one is stored already: nothing again.
     assert await redis_manager._append("t", batch("w1:1", "a", "b"), epoch=2) == 4
+    # A superseded writer's retry of a batch it stored gets its answer, not an error.
+    assert await redis_manager._append("t", batch("w2:1", "c"), epoch=1) == 3
+    assert await redis_manager._append("t", batch(None, "e")) == 5  # no token: stored as it comes
     entries = redis_client.xrange(f"{key_prefix}{{t}}:c")
-    assert entries is not None and [entry_id for entry_id, _ in entries] == [b"1-0", b"2-0", b"3-0", b"4-0"]
+    assert entries is not None and [entry_id for entry_id, _ in entries] == [b"%d-0" % n for n in range(1, 6)]
     info = await redis_manager.get_stream_info("t")
-    assert info is not None and info.latest_sequence == 4 and info.epoch == 2
-    assert info.updated_at is not None and before <= info.updated_at <= now_ms()
+    assert info is not None and info.latest_sequence == 5 and info.epoch == 2
+    assert info.updated_at == 1_000
