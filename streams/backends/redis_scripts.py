@@ -45,6 +45,9 @@ return tonumber(redis.call('HGET', KEYS[2], 'seq'))
 # again (its reply was lost with the connection, not the batch). Every write costs Redis this
 # script, so it reads the meta hash once (status, sequence, epoch and the writer's last batch
 # together) and writes it once; a Lua ``redis.call`` costs about as much as the command it makes.
+# ``updated`` is the writer's clock when it made the batch (a retry keeps it), as ENSURE's and
+# TRANSITION's stamps are their caller's: workers on machines whose clocks differ can stamp a
+# stream out of order, and nothing reads the stamp as an order.
 _APPEND = """
 local writer, batch
 if ARGV[2] ~= '' then
