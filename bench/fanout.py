@@ -4,8 +4,9 @@ The same load for Helix and for the bare fan-out app of :mod:`bench.raw_asgi`, u
 server: clients in other processes follow every stream (Helix's resume route with a token, or
 ``/fanout/<id>``), a writer process appends the events to the store as a worker would, each
 carrying the time it was written (both apps follow the store's announcements of them: the same
-writes, the same Redis work), and the clients report each event's write → client latency. The server's own CPU time
-over the write window is read from ``/proc``, and so is the share of the load's CPUs that was busy.
+writes, the same Redis work), and the clients report each event's write → client latency. The
+server's own CPU time over the write window is read from ``/proc``, and so is the share of the
+load's CPUs that was busy.
 
 The load is made cheap, since on a small machine it shares CPUs with Redis: the writer packs its
 commands ahead of time around each payload and parses replies with hiredis, and the clients read

@@ -28,9 +28,9 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
   entries (medians of 21 spread over a second or two, after two unmeasured replays of each app:
   Python specialises code that has run a few times, and a process serving streams has; three
   raw reads follow each replay, so the two are timed on the machine as it is at the same
-  moments); the first event of a resume
-  against one XRANGE page plus one round trip of the bare app (both timed after each resume;
-  with ``--split-cpus`` the raw reads run on the servers' CPU, where Helix decodes the entries),
+  moments); the first event of a resume against one XRANGE page plus one round trip of the bare
+  app (both timed after each resume; with ``--split-cpus`` the raw reads run on the servers'
+  CPU, where Helix decodes the entries),
   from the middle of the live stream and near its head (where each resume subscribes to
   the stream's tail; the row counts the Redis connections its resumes opened), each resume then
   read on to the stream's last chunk, as a client does;
@@ -403,8 +403,8 @@ def _knee_failures(loads: list[fanout.Load]) -> list[fanout.Load]:
 # -- replay and resume -----------------------------------------------------------------------------
 
 #: Replays of each app measured, each of Helix's followed by a pause, the bare app's and three raw
-#: reads: the medians are taken over a second or two, so that a stall of the machine of a few hundred milliseconds
-#: (as long as seven replays took) cannot move them.
+#: reads: the medians are taken over a second or two, so that a stall of the machine of a few
+#: hundred milliseconds (as long as seven replays took) cannot move them.
 REPLAYS = 21
 REPLAY_PAUSE = 0.05
 

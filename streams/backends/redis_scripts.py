@@ -18,16 +18,22 @@ if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1
 """
 
-# Fencing, shared by the scripts that write: ARGV[1] is the caller's epoch ('' for none). An older
-# epoch than the stream's is refused before anything is touched; a newer one becomes the stream's.
-_FENCE_CHECK = """
-local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0')
+# Fencing, shared by the scripts that write: ARGV[1] is the caller's epoch ('' for none), ``epoch``
+# the stream's. An older epoch than the stream's is refused before anything is touched; a newer
+# one becomes the stream's. The append script reads ``epoch`` with the rest of the meta hash.
+_FENCE_TEST = """
 if ARGV[1] ~= '' then
   local mine = tonumber(ARGV[1])
   if mine < epoch then return redis.error_reply('HELIX_SUPERSEDED ' .. epoch) end
   if mine > epoch then redis.call('HSET', KEYS[2], 'epoch', mine) end
 end
 """
+_FENCE_CHECK = (
+    """
+local epoch = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0')
+"""
+    + _FENCE_TEST
+)
 
 # KEYS: chunks, meta, steps. ARGV: epoch.
 FENCE = (
@@ -59,15 +65,12 @@ local meta = redis.call('HMGET', KEYS[2], 'status', 'seq', 'epoch', writer or 's
 local status = meta[1]
 if not status then return redis.error_reply('HELIX_NOT_FOUND') end
 if writer and meta[4] then
-  local last = meta[4]
-  local space = string.find(last, ' ', 1, true)
-  if tonumber(string.sub(last, 1, space - 1)) >= batch then return tonumber(string.sub(last, space + 1)) end
+  local stored = meta[4]
+  local space = string.find(stored, ' ', 1, true)
+  if tonumber(string.sub(stored, 1, space - 1)) >= batch then return tonumber(string.sub(stored, space + 1)) end
 end
-if ARGV[1] ~= '' then
-  local epoch, mine = tonumber(meta[3] or '0'), tonumber(ARGV[1])
-  if mine < epoch then return redis.error_reply('HELIX_SUPERSEDED ' .. epoch) end
-  if mine > epoch then redis.call('HSET', KEYS[2], 'epoch', mine) end
-end
+local epoch = tonumber(meta[3] or '0')
+$FENCE
 if status == 'ended' or status == 'failed' then
   return redis.error_reply('HELIX_CLOSED ' .. status)
 end
@@ -111,7 +114,7 @@ def append_script(active_ttl_ms: int, max_length: int | None) -> str:
     TTL is refreshed when less than 90 % of it is left on the chunks, not on every write.
     """
     trim = f"'MAXLEN', '~', {int(max_length)}," if max_length else ""
-    return _APPEND.replace("$TRIM", trim).replace("$TTL", str(int(active_ttl_ms)))
+    return _APPEND.replace("$FENCE", _FENCE_TEST).replace("$TRIM", trim).replace("$TTL", str(int(active_ttl_ms)))
 
 
 # KEYS: chunks, meta, steps. ARGV: epoch ('' for none), target status, allowed statuses as
