@@ -2,7 +2,8 @@
 
 A session's page shows its conversation readably (tool calls and results included) and a
 read-only timeline of its stream, read from the stream store. Pending approvals can be approved
-or denied from their list; once a run has all its answers it goes on, on a worker.
+or denied from their list by staff with the change permission on pending calls (a view permission
+only shows them); once a run has all its answers it goes on, on a worker.
 """
 
 from __future__ import annotations
@@ -242,11 +243,11 @@ class PendingCallAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def arguments_view(self, obj: PendingCall) -> SafeString:
         return _pretty(obj.arguments)
 
-    @admin.action(description="Approve the selected calls")
+    @admin.action(description="Approve the selected calls", permissions=["change"])
     def approve(self, request: HttpRequest, queryset: Any) -> None:
         self._decide(request, queryset, approved=True)
 
-    @admin.action(description="Deny the selected calls")
+    @admin.action(description="Deny the selected calls", permissions=["change"])
     def deny(self, request: HttpRequest, queryset: Any) -> None:
         self._decide(request, queryset, approved=False)
 

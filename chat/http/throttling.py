@@ -1,8 +1,11 @@
 """The chat POST rate limit, as DRF throttling on a cache every web process shares.
 
 :class:`ChatPostThrottle` counts the chat POSTs of each caller (the user, or an anonymous
-visitor's Django session, else its address) at the rate ``HELIX["THROTTLE_RATES"]["helix_chat"]``
-(or ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["helix_chat"]``). Its counters live in the cache
+visitor's address) at the rate ``HELIX["THROTTLE_RATES"]["helix_chat"]`` (or
+``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["helix_chat"]``). A visitor's address is
+``REMOTE_ADDR``; only behind ``REST_FRAMEWORK["NUM_PROXIES"]`` proxies is it read from
+``X-Forwarded-For``, as DRF reads it (that many entries from the right), so neither a new session
+nor a forged header gives a visitor a fresh count. Its counters live in the cache
 ``HELIX["THROTTLE_CACHE"]`` names; when that is unset and the streams are in Redis, in Django's
 Redis cache on the stream store's server, so a limit holds across every web process, not per
 process. Sites replace or extend it with ``HELIX["THROTTLE_CLASSES"]`` like any DRF throttle.
@@ -76,13 +79,15 @@ class ChatPostThrottle(SimpleRateThrottle):
 
     def get_cache_key(self, request: Any, view: Any) -> str:
         user = request.user
-        if user is not None and user.is_authenticated:
-            ident = f"user:{user.pk}"
-        else:
-            session = getattr(request._request, "session", None)
-            key = session.session_key if session is not None else None
-            ident = f"session:{key}" if key else f"addr:{self.get_ident(request)}"
+        ident = f"user:{user.pk}" if user is not None and user.is_authenticated else f"addr:{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+    def get_ident(self, request: Any) -> str:
+        """The caller's address. ``X-Forwarded-For`` is the client's to write unless proxies the
+        site names add to it, so without ``NUM_PROXIES`` it is ignored (DRF would use all of it)."""
+        if api_settings.NUM_PROXIES is None:
+            return str(request.META.get("REMOTE_ADDR", ""))
+        return super().get_ident(request)
 
 
 def _reset(*, setting: str, **kwargs: Any) -> None:

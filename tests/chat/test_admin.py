@@ -1,15 +1,19 @@
-"""The admin: staff only, readable sessions with their stream timeline."""
+"""The admin: staff only, readable sessions with their stream timeline, pending calls decided only
+by staff who may change them."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
+from chat.models import ChatSession, PendingCall, Run
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.messages import StoredMessage, ToolCall
@@ -110,3 +114,65 @@ def test_a_tool_message_says_whether_it_is_a_result_an_error_or_a_denial() -> No
         return str(render_message(message)).split(" of ")[0].removeprefix("<div>")
 
     assert [label({}), label({"error": "boom"}), label({"denied": True})] == ["result", "error", "denied"]
+
+
+@pytest.fixture
+def paused_call() -> PendingCall:
+    """An approval a paused run waits on, its last pending call."""
+    session = ChatSession.objects.create(agent="assistant")
+    run = Run.objects.create(session=session, agent="assistant", status=Run.Status.PAUSED)
+    return PendingCall.objects.create(
+        run=run,
+        session=session,
+        kind=PendingCall.Kind.APPROVAL,
+        tool_call_id="c1",
+        tool_name="send_email",
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
+
+
+@pytest.fixture
+def resumed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The runs the admin sends on to a worker."""
+    from chat import admin
+
+    runs: list[str] = []
+
+    async def resume(session_id: str, run_id: str, agent: str) -> None:
+        runs.append(run_id)
+
+    monkeypatch.setattr(admin, "resume_answered_run", resume)
+    return runs
+
+
+def staff(username: str, *codenames: str) -> Client:
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="helix_chat", codename__in=codenames))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def decide(client: Client, call: PendingCall, action: str) -> None:
+    url = reverse("admin:helix_chat_pendingcall_changelist")
+    client.post(url, {"action": action, "_selected_action": [str(call.pk)]})
+
+
+def test_staff_who_may_only_view_pending_calls_cannot_decide_them(paused_call: PendingCall, resumed: list[str]) -> None:
+    viewer = staff("viewer", "view_pendingcall")
+    for action in ("approve", "deny"):  # a forged form changes nothing
+        decide(viewer, paused_call, action)
+    paused_call.refresh_from_db()
+    assert (paused_call.status, paused_call.decided_by_id, resumed) == ("pending", None, [])
+    listing = viewer.get(reverse("admin:helix_chat_pendingcall_changelist")).content.decode()
+    assert "send_email" in listing and "the selected calls" not in listing  # nor offers them
+
+
+def test_staff_who_may_change_pending_calls_approve_them_and_the_run_goes_on(
+    paused_call: PendingCall, resumed: list[str]
+) -> None:
+    decider = staff("decider", "view_pendingcall", "change_pendingcall")
+    decide(decider, paused_call, "approve")
+    paused_call.refresh_from_db()
+    assert (paused_call.status, paused_call.decided_by_id) == ("approved", User.objects.get(username="decider").pk)
+    assert resumed == [str(paused_call.run_id)]

@@ -1,5 +1,6 @@
 """The chat POST rate limit is DRF throttling on the stream Redis: per caller across every web
-process, not per process. Two Daphne processes, one user alternating between them."""
+process, not per process. Two Daphne processes, one user alternating between them. An anonymous
+caller is counted by its address, which neither a new session nor a forged X-Forwarded-For changes."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
+from importlib import import_module
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.cache import caches
+from django.test import AsyncClient
 
+from tests.chat.http import requests
 from tests.live import serve_site
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,3 +100,47 @@ def test_a_request_it_does_not_count_does_not_look_up_its_cache_or_rate(
     looked_up.clear()
     stricter: Any = Stricter()  # a subclass may read them anywhere: looked up as it is made
     assert looked_up == ["cache"] and (stricter.num_requests, stricter.duration) == (1, 60)
+
+
+@pytest.fixture
+def anonymous(settings: Any) -> None:
+    """Anonymous chat, at three POSTs a minute."""
+    settings.HELIX = {
+        **settings.HELIX,
+        "ALLOW_ANONYMOUS": True,
+        "THROTTLE_RATES": {"helix_chat": "3/minute"},
+        "SCRIPTED_DELAY_MS": "0",
+    }
+
+
+async def visit(client: AsyncClient, headers: dict[str, str] | None = None) -> int:
+    """The status of one chat POST, its stream read to the end."""
+    response = await requests.post(client, str(uuid.uuid4()), {"message": "hi"}, headers)
+    if response.status_code == 200:
+        await requests.read_events(response)
+    return int(response.status_code)
+
+
+async def with_fresh_session() -> AsyncClient:
+    session = import_module(django_settings.SESSION_ENGINE).SessionStore()
+    await session.acreate()
+    client = AsyncClient()
+    client.cookies[django_settings.SESSION_COOKIE_NAME] = str(session.session_key)
+    return client
+
+
+async def test_an_anonymous_caller_is_counted_by_its_address_not_its_forwarded_for(anonymous: None) -> None:
+    statuses = [await visit(AsyncClient(), {"X-Forwarded-For": f"198.51.100.{n}"}) for n in range(5)]
+    assert statuses == [200, 200, 200, 429, 429]
+
+
+async def test_an_anonymous_caller_is_counted_by_its_address_not_its_session(anonymous: None) -> None:
+    statuses = [await visit(await with_fresh_session()) for _ in range(5)]
+    assert statuses == [200, 200, 200, 429, 429]
+
+
+async def test_behind_proxies_the_forwarded_address_they_added_is_the_caller(anonymous: None, settings: Any) -> None:
+    settings.REST_FRAMEWORK = {**getattr(settings, "REST_FRAMEWORK", {}), "NUM_PROXIES": 1}
+    first = [await visit(AsyncClient(), {"X-Forwarded-For": f"10.0.0.{n}, 198.51.100.1"}) for n in range(4)]
+    assert first == [200, 200, 200, 429]  # what the client put before the proxy's entry is ignored
+    assert await visit(AsyncClient(), {"X-Forwarded-For": "198.51.100.2"}) == 200
