@@ -11,8 +11,6 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         from chat import checks  # noqa: F401  (registers the system checks)
-        from chat.http import daphne_limits
         from chat.state import cascade
 
         cascade.connect()
-        daphne_limits.install()

@@ -75,8 +75,10 @@ async def start_run(
     state: dict[str, Any] | None = None,
     message_id: str | None = None,
     owner_id: int | None = None,
+    caller_owns: bool | None = None,
 ) -> RunHandle:
-    """Record a new run of ``agent`` on ``session_id`` (a new session when ``None``)."""
+    """Record a new run of ``agent`` on ``session_id`` (a new session when ``None``; ``owner_id``
+    and ``caller_owns`` as :meth:`~workers.runtime.persistence.RunRecorder.start_run` takes them)."""
     session_id = session_id or str(uuid.uuid4())
     message_id = message_id or f"msg-{uuid.uuid4().hex}"
     user = (
@@ -95,6 +97,7 @@ async def start_run(
         start_sequence=start_sequence,
         message_id=message_id,
         owner_id=owner_id,
+        caller_owns=caller_owns,
     )
     try:
         if info is not None and info.status != "active":
@@ -129,6 +132,7 @@ class Executor(abc.ABC):
         *,
         message_id: str | None = None,
         owner_id: int | None = None,
+        caller_owns: bool | None = None,
     ) -> RunHandle:
         """Start a run of ``agent`` for ``message`` (see :func:`start_run`) and launch it."""
         resolved = get_agent(agent) if isinstance(agent, str) else agent
@@ -142,6 +146,7 @@ class Executor(abc.ABC):
             state=state,
             message_id=message_id,
             owner_id=owner_id,
+            caller_owns=caller_owns,
         )
         try:
             task = await self._dispatch(handle.run_id, resolved)

@@ -50,6 +50,7 @@ from chat.ai_sdk.events import (
 from chat.ai_sdk.partial import PartialContent
 from streams import protocol
 from streams.protocol import Chunk
+from streams.protocol.codec import parse_chunk
 
 __all__ = ["StreamTransformer", "default_message_id"]
 
@@ -138,8 +139,11 @@ class StreamTransformer:
 
     # -- the mapping -------------------------------------------------------------------------
 
-    def transform(self, chunk: Chunk, sequence: int | None = None) -> tuple[Events, int | None]:
-        """The events for one chunk (possibly none) and the chunk's sequence, passed through."""
+    def transform(self, chunk: Chunk | dict[str, Any], sequence: int | None = None) -> tuple[Events, int | None]:
+        """The events for one chunk (possibly none) and the chunk's sequence, passed through. A
+        chunk given as a dict is parsed first (a typed error if it is not a chunk)."""
+        if isinstance(chunk, dict):
+            chunk = parse_chunk(chunk)
         if self._finished or (self.chunk_filter is not None and not self.chunk_filter(chunk)):
             return [], sequence
         handler = _HANDLERS.get(type(chunk))

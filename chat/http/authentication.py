@@ -12,22 +12,14 @@ tokens lists this class instead of DRF's, in ``HELIX["AUTHENTICATION_CLASSES"]``
 
 In a reconnect storm each client is a user with a token of their own. The requests of one
 database hop (:func:`~chat.state.db.together`) then read their tokens in one query
-(:meth:`TokenAuthentication.read_ahead`), not one query each. A resume by its session's owner
-(:mod:`chat.http.owner_resume`) needs less of the token than a request: whose it is and whether
-that user may sign in. :meth:`TokenAuthentication.owner_read` reads just that, without making
-the two model instances or converting the user's dates, where the user model's
-``is_active`` is a column and its ``is_authenticated`` Django's own (otherwise it reads the whole
-token as :meth:`~TokenAuthentication.authenticate_credentials` does).
+(:meth:`TokenAuthentication.read_ahead`), not one query each.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, cast
 
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models, router
-from django.db.models.query_utils import DeferredAttribute
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -35,7 +27,7 @@ from rest_framework.request import Request
 from chat.state.compiled import CompiledRead, read_ahead
 from chat.state.db import MOST_PER_HOP, ReadAhead
 
-__all__ = ["OwnerRead", "TokenAuthentication"]
+__all__ = ["TokenAuthentication"]
 
 
 class _ByKey:
@@ -80,55 +72,16 @@ class _TokenRead(_ByKey):
         return token
 
 
-class OwnerRead:
-    """What a resume by its owner needs of a token, by key: the pk of its user when that user is
-    active (and authenticated), else ``None``, as :meth:`TokenAuthentication.authenticate_credentials`
-    and ``IsAuthenticated`` would allow the request. Where the user model's ``is_active`` is a
-    column and its ``is_authenticated`` is :class:`~django.contrib.auth.base_user.AbstractBaseUser`'s
-    (always true for a user read from the database), two columns answer it; otherwise the whole
-    token, its user's properties asked."""
-
-    def __init__(self, tokens: _TokenRead) -> None:
-        self.tokens, user_model = tokens, tokens.user_model
-        columns: tuple[str, str] | None = None
-        if isinstance(inspect.getattr_static(user_model, "is_active", None), DeferredAttribute) and (
-            inspect.getattr_static(user_model, "is_authenticated", None)
-            is inspect.getattr_static(AbstractBaseUser, "is_authenticated")
-        ):
-            columns = ("user__pk", "user__is_active")
-        self.columns = columns
-        self.by_key = _ByKey(tokens.model, columns) if columns is not None else None
-
-    def read_ahead(self, keys: list[str]) -> None:
-        """:meth:`owner` of all of ``keys`` read at once, as :meth:`_TokenRead.read_ahead` reads."""
-        (self.by_key or self.tokens).read_ahead(keys)
-
-    def owner(self, key: str) -> Any:
-        """The pk of the active user whose token ``key`` is, else ``None``."""
-        if self.by_key is None:
-            token = self.tokens.token(key)
-            if token is None or not token.user.is_active or not token.user.is_authenticated:
-                return None
-            return token.user.pk
-        rows = self.by_key.read.rows(key)
-        if len(rows) != 1 or not rows[0][1]:
-            return None
-        return rows[0][0]
-
-
 #: The read of each token model, and of each authentication class whose model DRF picks.
 _reads: dict[Any, _TokenRead] = {}
-#: The owner read of each token read.
-_owner_reads: dict[_TokenRead, OwnerRead] = {}
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
     """``rest_framework.authentication.TokenAuthentication``, its lookup compiled once."""
 
-    def read_ahead(self, request: Request, *, owner: bool = False) -> ReadAhead | None:
+    def read_ahead(self, request: Request) -> ReadAhead | None:
         """The read of the token ``request`` carries, to be made with the other requests' of its
-        database hop; ``None`` when it carries none that :meth:`authenticate` would look up.
-        ``owner``: the read of :meth:`owner_read`, not of :meth:`token_read`."""
+        database hop; ``None`` when it carries none that :meth:`authenticate` would look up."""
         auth = authentication.get_authorization_header(request).split()
         if len(auth) != 2 or auth[0].lower() != self.keyword.lower().encode():
             return None
@@ -136,15 +89,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
             key = auth[1].decode()
         except UnicodeError:
             return None
-        return ReadAhead((self.owner_read() if owner else self.token_read()).read_ahead, key)
-
-    def owner_read(self) -> OwnerRead:
-        """The read of whose a token is (:class:`OwnerRead`), for this class's token model."""
-        tokens = self.token_read()
-        read = _owner_reads.get(tokens)
-        if read is None:
-            read = _owner_reads[tokens] = OwnerRead(tokens)
-        return read
+        return ReadAhead(self.token_read().read_ahead, key)
 
     def token_read(self) -> _TokenRead:
         """The compiled read of this class's token model: ``token(key)``, and ``read_ahead(keys)``."""

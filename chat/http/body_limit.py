@@ -1,12 +1,10 @@
-"""The request body cap under servers that do not apply it themselves (uvicorn and others).
+"""The request body cap of Helix's endpoints, applied before Django reads the body.
 
-Under Daphne the cap is applied in the server, before the application is called
-(:mod:`chat.http.daphne_limits`). Elsewhere :class:`~chat.http.asgi.StreamRouter` applies it:
-the body is read here as it arrives, as Django would read it anyway before any view runs, and
-one past ``HELIX["SERVER_MAX_BODY_BYTES"]`` (by its ``Content-Length``, or by the chunks so far)
-is answered ``413 PAYLOAD_TOO_LARGE`` with ``Connection: close`` without reading further, before
-authentication; the site's application never sees it. A body within the cap is handed on as it
-was received.
+:class:`~chat.http.asgi.HelixLimits` reads the body of a request to one of Helix's URLs here as
+it arrives, as Django would read it anyway before any view runs; one past the cap (by its
+``Content-Length``, or by the chunks so far) is answered ``413 PAYLOAD_TOO_LARGE`` with
+``Connection: close`` without reading further, before authentication, and the site's application
+never sees it. A body within the cap is handed on as it was received.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from chat.exceptions import PayloadTooLargeError
-from streams.conf import helix_settings
 
 __all__ = ["capped_receive"]
 
@@ -65,12 +62,9 @@ async def _refuse(scope: MutableMapping[str, Any], receive: Receive, send: Send,
     await send({"type": "http.response.body", "body": b""})
 
 
-async def capped_receive(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> Receive | None:
-    """``receive`` for a request whose body is within the cap (read here, handed on as it came),
-    or ``None`` once a body past it has been answered 413."""
-    limit = helix_settings.SERVER_MAX_BODY_BYTES
-    if limit is None:
-        return receive
+async def capped_receive(scope: MutableMapping[str, Any], receive: Receive, send: Send, limit: int) -> Receive | None:
+    """``receive`` for a request whose body is within ``limit`` bytes (read here, handed on as it
+    came), or ``None`` once a body past it has been answered 413."""
     declared = _declared_length(scope)
     if declared is not None and declared > limit:
         await _refuse(scope, receive, send, limit, f"Content-Length {declared}")

@@ -1,20 +1,21 @@
-"""Limits Daphne applies before any application code runs: request bodies capped while they are
-read, and a deadline for a new connection's request headers.
+"""An opt-in for sites served by Daphne: request bodies capped while they are read, and a
+deadline for every request's headers.
 
 Daphne's HTTP layer (Twisted) reads a request's whole body, chunked or not, before the ASGI
-application is called, and then hands it over at once: a view's own size check comes after the
-server already holds the body, and an unauthenticated 100 MB upload costs 100 MB. And Twisted's
-idle timeout restarts with every byte, so a client that sends its headers a byte at a time keeps
-a connection for as long as it likes.
+application is called, and then hands it over at once: an application's own size check comes
+after the server already holds the body, and an unauthenticated 100 MB upload costs 100 MB. And
+Twisted's idle timeout restarts with every byte, so a client that sends its headers a byte at a
+time keeps a connection for as long as it likes.
 
-:func:`install` (called when the app is ready; nothing to do in the site's ``asgi.py``) makes
-Daphne refuse a body as soon as it passes ``HELIX["SERVER_MAX_BODY_BYTES"]`` (from its
-``Content-Length`` when it has one, else as the chunks arrive) with a typed ``413
-PAYLOAD_TOO_LARGE`` and a closed connection, and drop a connection whose first request's headers
-are not complete within ``HELIX["SERVER_HEADER_TIMEOUT_SECONDS"]``. The limit is the whole site's
-(Daphne serves the host site's other views too): raise it, or set it to ``None``, for a site
-that takes larger uploads. Other servers apply their own limits (see the README's deployment
-section).
+A site that wants these limits calls :func:`install` in its ``asgi.py``; nothing installs them
+otherwise. Daphne then refuses a body as soon as it passes ``HELIX["SERVER_MAX_BODY_BYTES"]``
+(from its ``Content-Length`` when it has one, else as the chunks arrive) with a typed ``413
+PAYLOAD_TOO_LARGE`` and a closed connection, and drops a connection whose next request's headers
+are not complete within ``HELIX["SERVER_HEADER_TIMEOUT_SECONDS"]`` of the connection's start or of
+the end of its last response (an idle keep-alive connection included). The limits are the whole
+site's, since Daphne serves its other views too: raise them, or set them to ``None``, for a site
+that takes larger uploads. Under other servers :func:`install` does nothing; they apply limits of
+their own (see ``docs/deployment.md``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from chat.exceptions import PayloadTooLargeError
 from streams.conf import helix_settings
 
-__all__ = ["active", "install"]
+__all__ = ["install"]
 
 logger = logging.getLogger("helix.http")
 
@@ -48,14 +49,9 @@ def _refusal() -> bytes:
     return head.encode() + body
 
 
-def active() -> bool:
-    """Whether the limits are in Daphne's factories (``daphne.server`` was imported before the app
-    was ready: a Daphne process, or a process that imported it, such as ``runserver``'s)."""
-    return _installed
-
-
 def install() -> None:
-    """Put the limits into Daphne's request and connection factories (once per process)."""
+    """Put the limits into Daphne's request and connection factories (once per process; in a
+    process that is not Daphne's, nothing)."""
     global _installed
     if _installed or "daphne.server" not in sys.modules:
         return  # not a Daphne process (its server module, imported first, installs the reactor)
@@ -71,7 +67,7 @@ def install() -> None:
         _refused = False
 
         def gotLength(self, length: int | None) -> None:  # Twisted's names
-            self.channel._helix_headers_done = True
+            self.channel._helix_requests = getattr(self.channel, "_helix_requests", 0) + 1
             limit = helix_settings.SERVER_MAX_BODY_BYTES
             if limit is not None and length is not None and length > limit:
                 self._refuse(f"Content-Length {length}")
@@ -91,6 +87,12 @@ def install() -> None:
             if not self._refused:  # a refused request never reaches the application
                 super().requestReceived(command, path, version)
 
+        def finish(self) -> None:
+            channel = self.channel
+            super().finish()
+            if channel is not None:  # the next request's headers are due in time too
+                _expect_headers(channel)
+
         def _refuse(self, why: str) -> None:
             self._refused = True
             transport = self.channel.transport
@@ -108,16 +110,20 @@ def install() -> None:
         def buildProtocol(self, addr: Any) -> Any:
             protocol = super().buildProtocol(addr)
             protocol.requestFactory = LimitedRequest
-            timeout = helix_settings.SERVER_HEADER_TIMEOUT_SECONDS
-            if timeout:
-                reactor.callLater(float(timeout), _check_headers, protocol)
+            _expect_headers(getattr(protocol, "_channel", protocol))
             return protocol
 
-    def _check_headers(protocol: Any) -> None:
-        channel = getattr(protocol, "_channel", protocol)
+    def _expect_headers(channel: Any) -> None:
+        timeout = helix_settings.SERVER_HEADER_TIMEOUT_SECONDS
+        if timeout:
+            reactor.callLater(float(timeout), _check_headers, channel, getattr(channel, "_helix_requests", 0))
+
+    def _check_headers(channel: Any, requests: int) -> None:
         transport = getattr(channel, "transport", None)
-        if transport is None or getattr(channel, "_helix_headers_done", False):
+        if transport is None or getattr(channel, "_helix_requests", 0) > requests:
             return
+        if any(not getattr(r, "finished", True) for r in getattr(channel, "requests", ())):
+            return  # a response still being sent: its end sets the next deadline
         logger.warning("dropped %s: no complete request headers in time", transport.getPeer())
         transport.abortConnection()
 

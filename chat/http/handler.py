@@ -143,6 +143,7 @@ class FrontendHandler:
         owner_id: int | None = None,
         trusted: bool = True,
         headers: Mapping[str, Any] | None = None,
+        caller_owns: bool | None = None,
     ) -> HandlerResponse:
         """Start a run for the chat request ``body`` and stream it.
 
@@ -150,7 +151,9 @@ class FrontendHandler:
         ``messages`` / ``state`` overrides). The site's own code calling the handler is; the HTTP
         views pass what ``HELIX["OVERRIDE_PERMISSION_CLASSES"]`` say of the request. While the
         session has a run in flight, the double-texting policy decides (:mod:`chat.http.double_texting`;
-        ``headers`` carry the helpers' reattach position).
+        ``headers`` carry the helpers' reattach position). ``caller_owns``: whether the caller owns
+        the session if it exists (``None``: the site's own code, which may use any; see
+        :meth:`~workers.runtime.persistence.RunRecorder.start_run`).
         """
         try:
             request = parse_chat_body(body, self.limits)
@@ -160,7 +163,7 @@ class FrontendHandler:
                 run = await continued_run(self.store, session_id, request)
                 if run is not None:
                     return await self._resume_paused(session_id, run, request, owner_id)
-            handle = await self._execute_once_free(session_id, request, owner_id, headers or {})
+            handle = await self._execute_once_free(session_id, request, owner_id, headers or {}, caller_owns)
             if isinstance(handle, HandlerResponse):
                 return handle  # reattached to the run in flight
         except HelixError as exc:
@@ -198,13 +201,18 @@ class FrontendHandler:
         return self._stream(body, {"X-Session-Id": session_id})
 
     async def _execute_once_free(
-        self, session_id: str, request: ChatInput, owner_id: int | None, headers: Mapping[str, Any]
+        self,
+        session_id: str,
+        request: ChatInput,
+        owner_id: int | None,
+        headers: Mapping[str, Any],
+        caller_owns: bool | None = None,
     ) -> Any:
         """Start the run, applying the double-texting policy while another is in flight: the run's
         handle, or the response of a POST reattached to the run in flight."""
         for _ in range(3):  # with interrupt or enqueue, another tab's message may win the free slot
             try:
-                return await self._execute(session_id, request, owner_id)
+                return await self._execute(session_id, request, owner_id, caller_owns)
             except RunConflictError as conflict:
                 run = await self.store.get_current_run(session_id)
                 if self.double_texting.reattach_to(run, headers):
@@ -212,7 +220,9 @@ class FrontendHandler:
                 await self.double_texting.make_room(self.store, self.streams, session_id, run, conflict)
         raise RunConflictError(f"Session {session_id} stayed busy with other messages")
 
-    async def _execute(self, session_id: str, request: ChatInput, owner_id: int | None) -> Any:
+    async def _execute(
+        self, session_id: str, request: ChatInput, owner_id: int | None, caller_owns: bool | None = None
+    ) -> Any:
         agent = request.agent or self.agent
         messages = request.messages
         user: StoredMessage | None = None
@@ -233,6 +243,7 @@ class FrontendHandler:
             state=request.state,
             message_id=request.continuation_of or (self.generate_message_id() if self.generate_message_id else None),
             owner_id=owner_id,
+            caller_owns=caller_owns,
         )
 
     # -- GET: resume the current run -------------------------------------------------------------

@@ -1,14 +1,22 @@
-"""One request pipeline for every chat endpoint: DRF's, run without a thread per request.
+"""One request pipeline for every chat endpoint: DRF's, with an async ``dispatch``.
 
-:class:`HelixAPIView` is DRF's ``APIView`` with an async ``dispatch``: method dispatch (405 with
-``Allow``), the authentication, permission and throttle classes from ``HELIX`` (the site's
-``REST_FRAMEWORK`` defaults unless set), CSRF exactly as DRF's ``SessionAuthentication`` enforces
+Every Helix request reaches its view through Django's handler and the site's middleware.
+:class:`HelixAPIView` is DRF's ``APIView`` with an async ``dispatch`` that runs DRF's own steps:
+method dispatch (405 with ``Allow``), ``initial()`` (content negotiation, versioning,
+authentication, permissions, throttling), CSRF exactly as DRF's ``SessionAuthentication`` enforces
 it (and for anonymous visitors, whose cookie is their identity), and one exception handler that
 renders every :class:`~streams.exceptions.HelixError` and DRF error as ``{"error", "code"}``.
-Authentication, permissions, throttling and the ownership check of the session in the URL run
-together in one call on a database thread, in one hop with the other requests of that moment
+
+The view's classes are DRF's attributes. Unless a view sets its own (a subclass, or arguments to
+``as_view()``), they come from ``HELIX`` and, where that says nothing, the site's
+``REST_FRAMEWORK`` defaults, read when the request is made. ``HelixCaller`` is always applied
+after the permission classes.
+
+``initial()`` and the ownership check of the session in the URL run together in one call on a
+database thread, in one hop with the other requests of that moment
 (:func:`~chat.state.db.together`: a reconnect storm is thousands of them); the handlers themselves
-are coroutines, so an open stream holds no thread. The ASGI stream route calls these same views.
+are coroutines. The views are never wrapped in ``ATOMIC_REQUESTS``' transaction (Django refuses
+that for async views): what must be atomic is, in its own transaction.
 """
 
 from __future__ import annotations
@@ -18,18 +26,17 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connections, transaction
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from redis.exceptions import RedisError
 from rest_framework import exceptions
-from rest_framework.authentication import BaseAuthentication, CSRFCheck
+from rest_framework.authentication import CSRFCheck
 from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
-from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from chat.exceptions import (
@@ -54,8 +61,6 @@ __all__ = [
     "HelixAccessMixin",
     "error_json",
     "helix_exception_handler",
-    "import_classes",
-    "pipeline_classes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -134,48 +139,30 @@ def helix_exception_handler(exc: Exception, context: dict[str, Any]) -> JsonResp
     return response
 
 
-def authentication_classes() -> list[Any]:
-    return _classes(helix_settings.AUTHENTICATION_CLASSES, api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+class _FromSettings:
+    """A view's class list that defaults to a ``HELIX`` setting, else to ``REST_FRAMEWORK``'s:
+    read when a request asks, so that a view's own list (a subclass's attribute, or an
+    ``as_view()`` argument, which DRF sets on the instance) replaces it as DRF's would."""
 
+    def __init__(self, setting: str, default: str) -> None:
+        self.setting, self.default = setting, default
 
-def permission_classes() -> list[Any]:
-    return _classes(helix_settings.PERMISSION_CLASSES, api_settings.DEFAULT_PERMISSION_CLASSES)
-
-
-def throttle_classes() -> list[Any]:
-    return _classes(helix_settings.THROTTLE_CLASSES, api_settings.DEFAULT_THROTTLE_CLASSES)
-
-
-def pipeline_classes() -> tuple[list[Any], list[Any], list[Any]]:
-    """The authentication, permission and throttle classes of every Helix view, as the settings
-    name them (``HelixCaller`` is applied after the permissions, always)."""
-    return authentication_classes(), permission_classes(), throttle_classes()
-
-
-def import_classes() -> None:
-    """Import the authentication, permission and throttle classes the settings name, now: the
-    ASGI application does this when it is built, so that the first request after a restart (the
-    head of a storm of reconnecting streams) does not import their modules while the rest wait."""
-    pipeline_classes()
-    _classes(helix_settings.OVERRIDE_PERMISSION_CLASSES, ())
+    def __get__(self, instance: Any, owner: Any = None) -> list[Any]:
+        return _classes(getattr(helix_settings, self.setting), getattr(api_settings, self.default))
 
 
 class HelixAccessMixin:
     """The classes and the error format of every Helix view, for DRF's sync views too."""
 
+    authentication_classes: Any = _FromSettings("AUTHENTICATION_CLASSES", "DEFAULT_AUTHENTICATION_CLASSES")
+    permission_classes: Any = _FromSettings("PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES")
+    throttle_classes: Any = _FromSettings("THROTTLE_CLASSES", "DEFAULT_THROTTLE_CLASSES")
     renderer_classes: Any = (JSONRenderer,)
     #: The endpoint counts against ``ChatPostThrottle`` (chat POSTs only).
     throttled_post = False
 
-    # Each reads its own setting (pipeline_classes() reads all three): every request asks.
-    def get_authenticators(self) -> list[BaseAuthentication]:
-        return [cls() for cls in authentication_classes()]
-
     def get_permissions(self) -> list[BasePermission]:
-        return [cls() for cls in permission_classes()] + [HelixCaller()]
-
-    def get_throttles(self) -> list[BaseThrottle]:
-        return [cls() for cls in throttle_classes()]
+        return [*super().get_permissions(), HelixCaller()]  # type: ignore[misc]
 
     def get_exception_handler(self) -> Any:
         return helix_exception_handler
@@ -215,10 +202,10 @@ class HelixAPIView(HelixAccessMixin, APIView):
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Any:
         view = super().as_view(**initkwargs)
-        view.helix_view = cls  # type: ignore[attr-defined]  # the ASGI stream route finds its views by it
-        # A decorator's wrapper copies these attributes but is not this function: the stream route
-        # answers for the view only when the URLconf holds the view itself.
-        view.helix_view_function = view  # type: ignore[attr-defined]
+        # Django refuses to wrap an async view in ATOMIC_REQUESTS' transaction (a RuntimeError on
+        # every request): a stream cannot hold one open anyway. Helix's writes are atomic each.
+        for alias in connections:
+            view = transaction.non_atomic_requests(using=alias)(view)
         return view
 
     def _prepare(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -274,13 +261,6 @@ class HelixAPIView(HelixAccessMixin, APIView):
             # storm, each walked by every collection until then).
             drf_request.parser_context.clear()
             self.__dict__.pop("head", None)
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
-        # These views answer with Django responses (JSON, or a stream), never with a DRF Response
-        # for a renderer to render, so the Accept header is not parsed (a fifth of the
-        # pipeline's CPU in a reconnect storm): the accepted renderer is the first.
-        renderer = self.get_renderers()[0]
-        return renderer, renderer.media_type
 
     async def options(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:  # type: ignore[override]
         raise exceptions.MethodNotAllowed("OPTIONS")

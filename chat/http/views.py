@@ -4,9 +4,10 @@
 one; ``chat/<id>``: POST starts or continues a run and streams it, GET resumes it, DELETE removes
 the session; ``chat/<id>/stream`` is the resume URL ``useChat({resume: true})`` calls;
 ``chat/<id>/snapshot``, ``chat/<id>/messages`` and ``chat/<id>/stop``; ``sessions`` lists the
-caller's sessions; ``agents`` the registered agents. Every view runs the one pipeline of
-:mod:`chat.http.pipeline`; stream views are coroutines (no thread is held per open stream), and
-a client that disconnects closes its reader, not the run.
+caller's sessions; ``agents`` the registered agents. Every request reaches its view through
+Django's handler and the site's middleware, and every view runs the one pipeline of
+:mod:`chat.http.pipeline`; views are coroutines that answer streams as Django's asynchronous
+``StreamingHttpResponse``, and a client that disconnects closes its reader, not the run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from rest_framework.request import Request
 from chat.ai_sdk.state import RunInfo
 from chat.exceptions import PayloadTooLargeError, SessionNotFoundError
 from chat.http.access import caller_of, owner_access, session_access
-from chat.http.open_streams import admit, caller_key, counted
+from chat.http.open_streams import CountedBody, Place, admit, caller_key
 from chat.http.parsing import decode_json_body
 from chat.http.pipeline import HelixAccessMixin, HelixAPIView
 from chat.http.read_ahead import PageAhead
@@ -54,17 +55,18 @@ __all__ = [
 ]
 
 
-def to_django(response: HandlerResponse, caller: str | None = None) -> HttpResponseBase:
-    """A :class:`HandlerResponse` as a Django response (streaming when its body is; counted as
-    one of ``caller``'s open streams while it runs, when given)."""
-    if caller is not None and response.is_stream:
-        response.body = counted(caller, cast(AsyncIterator[bytes], response.body))
+def to_django(response: HandlerResponse, place: Place | None = None) -> HttpResponseBase:
+    """A :class:`HandlerResponse` as a Django response: streaming when its body is, holding
+    ``place`` (one of its caller's open-stream places) until it ends; else ``place`` is given
+    back now."""
     headers, content_type = django_headers(response)
     if response.is_stream:
         body = cast(AsyncIterator[bytes], response.body)
-        streaming = StreamingHttpResponse(body, status=response.status, content_type=content_type, headers=headers)
-        streaming.helix_body = body  # type: ignore[attr-defined]  # closed by the ASGI route
-        return streaming
+        if place is not None:
+            body = CountedBody(place, body)
+        return StreamingHttpResponse(body, status=response.status, content_type=content_type, headers=headers)
+    if place is not None:
+        place.release()
     return HttpResponse(response.body or "", status=response.status, content_type=content_type, headers=headers)
 
 
@@ -104,8 +106,6 @@ def _read_ahead(request: HttpRequest, session_id: str | None, position: int | No
 
 
 class _ResumeMixin(HelixAPIView):
-    #: GETs of this view are served by the ASGI route (:mod:`chat.http.asgi`), thread-free.
-    stream_route = True
     latest_run: RunInfo | None = None
     ahead: PageAhead | None = None
     #: A GET's resume position (``Last-Event-ID``), read once, or the error that it is malformed.
@@ -138,11 +138,15 @@ class _ResumeMixin(HelixAPIView):
             return super().session_access(request, session_id)
         # The owner and the run to stream in one query, in the database hop that authenticated
         # the caller: a reconnect storm is thousands of these.
+        # Someone else's session answers as one that does not exist: nothing to resume.
         found = current_run_and_owner(session_id)
-        if found is None:  # no run yet, or no session: the owner alone says
-            return super().session_access(request, session_id)
-        run, owner_id = found
-        owned = owner_access(self.caller, session_id, owner_id)
+        try:
+            if found is None:  # no run yet, or no session: the owner alone says
+                return super().session_access(request, session_id)
+            run, owner_id = found
+            owned = owner_access(self.caller, session_id, owner_id)
+        except SessionNotFoundError:
+            return False
         self.latest_run = run
         return owned
 
@@ -153,13 +157,16 @@ class _ResumeMixin(HelixAPIView):
             raise position
         if not self.session_exists:
             return HttpResponse(status=204)
-        key = caller_key(self.caller)
-        admit(key)
-        headers = request._request  # Django's request: its META, without DRF's attribute proxy
-        response = await get_handler().handle_resume(
-            session_id, headers, run=self.latest_run, ahead=self.ahead, position=position
-        )
-        return to_django(response, key)
+        place = admit(caller_key(self.caller))
+        try:
+            headers = request._request  # Django's request: its META, without DRF's attribute proxy
+            response = await get_handler().handle_resume(
+                session_id, headers, run=self.latest_run, ahead=self.ahead, position=position
+            )
+        except BaseException:
+            place.release()
+            raise
+        return to_django(response, place)
 
 
 async def _post_chat(view: HelixAPIView, request: Request, session_id: str | None) -> HttpResponseBase:
@@ -167,17 +174,28 @@ async def _post_chat(view: HelixAPIView, request: Request, session_id: str | Non
     new one) and stream it; the session's id comes back in ``X-Session-Id``."""
     body = await db(_json_body)(request)
     caller = view.caller
-    key = caller_key(caller)
-    admit(key)  # before anything is stored
-    if session_id is None:
-        session_id = body_session_id(body) or new_session_id()
-        await db(session_access)(caller, session_id)  # a session of someone else is a 404
-    response = await get_handler().handle_post(
-        session_id, body, owner_id=caller.user_id, trusted=view.may_override, headers=request.headers
-    )
-    if response.status == 200 and caller.user_id is None:
-        await caller.remember(session_id)
-    return to_django(response, key)
+    place = admit(caller_key(caller))  # before anything is stored
+    try:
+        if session_id is None:
+            session_id = body_session_id(body) or new_session_id()
+            await db(session_access)(caller, session_id)  # a session of someone else is a 404
+        # The recorder compares the session's owner with the caller where it creates or takes
+        # the session: whoever wins a race for a new id, the other caller gets a 404.
+        owns = caller.user_id is not None or session_id in caller.anonymous_sessions
+        response = await get_handler().handle_post(
+            session_id,
+            body,
+            owner_id=caller.user_id,
+            trusted=view.may_override,
+            headers=request.headers,
+            caller_owns=owns,
+        )
+        if response.status == 200 and caller.user_id is None:
+            await caller.remember(session_id)
+    except BaseException:
+        place.release()
+        raise
+    return to_django(response, place)
 
 
 class NewChatView(HelixAPIView):

@@ -56,13 +56,14 @@ class DjangoRunRecorder(RunRecorder):
         start_sequence: int,
         message_id: str,
         owner_id: int | None = None,
+        caller_owns: bool | None = None,
     ) -> str:
         key = session_key(session_id)
         if key is None:
             raise SessionNotFoundError(f"Invalid session id {session_id!r}")
         try:
             return await db(self._start_run)(
-                key, agent, user_message, messages, state, start_sequence, message_id, owner_id
+                key, agent, user_message, messages, state, start_sequence, message_id, owner_id, caller_owns
             )
         except IntegrityError:  # another request started a run between our check and insert
             raise RunConflictError(f"Session {session_id} already has a run in flight") from None
@@ -78,10 +79,15 @@ class DjangoRunRecorder(RunRecorder):
         start_sequence: int,
         message_id: str,
         owner_id: int | None,
+        caller_owns: bool | None,
     ) -> str:
-        session, _ = ChatSession.objects.select_for_update().get_or_create(
+        # Whoever creates the row owns it; everyone else is compared with it in this transaction,
+        # under its lock: of two callers racing for a new id, the loser finds the winner's owner.
+        session, created = ChatSession.objects.select_for_update().get_or_create(
             pk=key, defaults={"agent": agent, "owner_id": owner_id}
         )
+        if not created and caller_owns is not None and (not caller_owns or session.owner_id != owner_id):
+            raise SessionNotFoundError(f"Session {key} not found")
         if Run.objects.for_session(session.pk).active().exists():
             raise RunConflictError(f"Session {key} already has a run in flight")
         if messages is not None:  # override semantics: the given history replaces the stored one

@@ -167,14 +167,16 @@ class Host:
         key: str | None = None,
         body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        source: str = "127.0.0.1",
     ) -> tuple[int, dict[str, str], bytes]:
-        """One HTTP request to the host's Daphne; ``key`` goes in the shop's ``X-Api-Key`` header."""
+        """One HTTP request to the host's Daphne from the address ``source``; ``key`` goes in the
+        shop's ``X-Api-Key`` header."""
         headers = {**(headers or {}), **({"X-Api-Key": key} if key else {})}
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15)
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15, source_address=(source, 0))
         try:
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
@@ -402,12 +404,13 @@ def test_another_users_key_finds_no_session(host: Host, conversation: tuple[str,
     for method, path in [
         ("GET", f"{base}/snapshot"),
         ("GET", f"{base}/messages"),
-        ("GET", base),  # resume, served by StreamRouter off Django's threads
-        ("GET", f"{base}/stream"),
         ("POST", f"{base}/stop"),
     ]:
         status, _, body = host.request(method, path, key=bob)
         assert error_code(status, body) == (404, "SESSION_NOT_FOUND"), (method, path, body)
+    for path in (base, f"{base}/stream"):  # resumes: nothing to stream, as for an id nobody has
+        assert host.request("GET", path, key=bob)[::2] == (204, b""), path
+        assert host.request("GET", f"/assistant/chat/{uuid.uuid4()}", key=bob)[::2] == (204, b"")
     status, _, body = host.request("POST", base, key=bob, body={"message": "Mine now?"})
     assert error_code(status, body) == (404, "SESSION_NOT_FOUND"), body
     assert session_id not in [s["id"] for s in host.get_json("/assistant/sessions", bob)["results"]]
@@ -435,14 +438,8 @@ def test_without_a_valid_key_the_api_answers_401(host: Host, conversation: tuple
 def test_a_resume_with_the_owners_token_answers_as_with_the_shops_key(
     host: Host, conversation: tuple[str, dict[str, Any]]
 ) -> None:
-    """The shop lists Helix's token class first and permits no more than an authenticated user,
-    so a resume with a DRF token is answered on the stream route without DRF's pipeline
-    (``chat/http/owner_resume.py``): with the same answer, byte for byte, as the pipeline gives
-    the shop's API key; and a token of another user, or of nobody, is refused as the pipeline
-    refuses it."""
-    probe = "from chat.http.owner_resume import _pipeline_is_the_owners_token as owners; print(owners())"
-    assert host.manage("shell", "-c", probe).stdout.split()[-1] == "True"  # the shop's settings take that path
-
+    """A resume with a user's DRF token gets the same answer, byte for byte, as with the shop's
+    API key; a token of another user finds nothing to resume, and a token of nobody is refused."""
     session_id, _ = conversation
     path = f"/assistant/chat/{session_id}"
     snapshot = host.get_json(f"{path}/snapshot", host.keys["alice"])
@@ -457,7 +454,7 @@ def test_a_resume_with_the_owners_token_answers_as_with_the_shops_key(
         assert (status, headers, body) == host.request("GET", path, key=host.keys["alice"], headers=after)
 
     status, _, body = host.request("GET", path, headers={"Authorization": f"Token {host.tokens['bob']}"})
-    assert error_code(status, body) == (404, "SESSION_NOT_FOUND"), body
+    assert (status, body) == (204, b"")
     status, headers, body = host.request("GET", path, headers={"Authorization": "Token not-a-token"})
     assert error_code(status, body) == (401, "AUTHENTICATION_FAILED"), body
     assert headers.get("www-authenticate") == "Token"
@@ -479,3 +476,32 @@ def test_beat_sends_the_reaper_to_the_worker_on_helixs_queue(host: Host) -> None
     while not reaped.search(log := host.worker_log.read_text()):
         assert time.monotonic() < deadline, f"no reaper task reached the worker:\n{log[-3000:]}"
         time.sleep(0.2)
+
+
+def test_the_shops_gate_sees_every_helix_request_resumes_included(
+    host: Host, conversation: tuple[str, dict[str, Any]]
+) -> None:
+    """Every Helix response passed the shop's own middleware (its header is on it, Django's
+    security headers too), and a client the shop's allow-list refuses is refused on every
+    endpoint, a resume of a live session included."""
+    session_id, _ = conversation
+    alice = host.keys["alice"]
+    base = f"/assistant/chat/{session_id}"
+    endpoints = [
+        ("GET", base, {"Last-Event-ID": "0"}),  # a resume that streams
+        ("GET", f"{base}/stream", {}),
+        ("GET", f"{base}/snapshot", {}),
+        ("GET", f"{base}/messages", {}),
+        ("POST", f"{base}/stop", {}),
+        ("GET", "/assistant/sessions", {}),
+        ("GET", "/assistant/agents", {}),
+    ]
+    for method, path, headers in endpoints:
+        status, answer, body = host.request(method, path, key=alice, headers=headers)
+        assert status < 400, (method, path, status, body)
+        assert answer.get("x-shop-gate") == "passed", (method, path, answer)
+        assert answer.get("x-frame-options") == "DENY" and answer.get("x-content-type-options") == "nosniff"
+        status, answer, body = host.request(method, path, key=alice, headers=headers, source="127.0.0.2")
+        assert (status, body) == (403, b"This shop's API is not served to your address."), (method, path)
+    status, _, body = host.request("GET", base, key=alice, headers={"Last-Event-ID": "0", "Host": "evil.example"})
+    assert status == 400, body  # ALLOWED_HOSTS applies to resumes too

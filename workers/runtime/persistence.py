@@ -120,10 +120,16 @@ class RunRecorder(abc.ABC):
         start_sequence: int,
         message_id: str,
         owner_id: int | None = None,
+        caller_owns: bool | None = None,
     ) -> str:
         """Create the session if new, apply the ``messages``/``state`` overrides, append the user
         message and create a queued run; return its id. Raises
-        :class:`~workers.exceptions.RunConflictError` when the session has a run in flight."""
+        :class:`~workers.exceptions.RunConflictError` when the session has a run in flight.
+        ``caller_owns``: whether the caller owns the session when it exists already. ``None``
+        (the site's own code) takes the session whoever owns it; ``True`` takes it only when its
+        owner is ``owner_id``; ``False`` (an anonymous caller with an id it never used) only when
+        this call creates it. Refused, it is a :class:`~workers.exceptions.SessionNotFoundError`
+        and nothing is stored."""
 
     @abc.abstractmethod
     async def load_session(self, session_id: str) -> SessionSnapshot:

@@ -312,3 +312,15 @@ async def test_the_body_frames_text_deltas_as_every_event_is_framed(
     reference = StreamTransformer(**options)
     events = [encode_event(e, id=s) for s, chunk in enumerate(chunks, start=1) for e in reference.transform(chunk)[0]]
     assert body == b"".join(events) + b"".join(encode_event(e) for e in reference.finalize()) + DONE
+
+
+def test_a_chunk_given_as_a_dict_is_parsed_and_one_that_is_no_chunk_is_refused() -> None:
+    from streams.exceptions import ChunkValidationError
+
+    typed, plain = StreamTransformer(message_id="m1"), StreamTransformer(message_id="m1")
+    chunk = text("Hi")
+    as_dict = msgspec.to_builtins(chunk)
+    assert plain.transform(as_dict, 3) == typed.transform(chunk, 3)
+    assert plain.transform(as_dict, 4)[0] != []  # the second delta is an event too, not dropped
+    with pytest.raises(ChunkValidationError):
+        plain.transform({"type": "no-such-chunk"})

@@ -3,18 +3,15 @@ errors for every header, from one compiled query."""
 
 from __future__ import annotations
 
-import inspect
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import User
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token, TokenProxy
 from rest_framework.test import APIRequestFactory
 
-from chat.http.authentication import OwnerRead, TokenAuthentication
+from chat.http.authentication import TokenAuthentication
 from chat.state.compiled import shared_reads
 
 pytestmark = pytest.mark.django_db
@@ -117,66 +114,3 @@ def test_a_request_without_a_token_of_this_keyword_reads_nothing_ahead() -> None
     for header in [None, "Token", "Token a b", "Bearer abc", "Token \xe9t\xe9"]:
         request = factory.get("/x") if header is None else factory.get("/x", HTTP_AUTHORIZATION=header)
         assert ours.read_ahead(request) is None, header
-
-
-def test_whose_a_token_is_comes_from_two_columns_and_matches_the_whole_token(django_assert_num_queries: Any) -> None:
-    """A resume by its owner asks only whose the token is: the pk of its user while that user may
-    sign in, read ahead for a hop in one query, as authenticate_credentials() would allow it."""
-    users = [User.objects.create_user(f"user{n}", password="pw", is_active=n != 1) for n in range(3)]
-    keys = [Token.objects.create(user=user).key for user in users] + ["no-such-key"]
-    owners = TokenAuthentication().owner_read()
-    assert owners.columns == ("user__pk", "user__is_active")  # Django's user: no model instances made
-    with shared_reads():
-        with django_assert_num_queries(1):
-            owners.read_ahead(keys[:3])
-        with django_assert_num_queries(1):  # the unknown key reads for itself, as the token's own read does
-            found = [owners.owner(key) for key in keys]
-    assert found == [users[0].pk, None, users[2].pk, None]
-    # What the whole token's check makes of each: a user (its fields first) or an error.
-    allowed = [outcome(TokenAuthentication(), f"Token {key}") for key in keys]
-    assert [result[0]["id"] if isinstance(result[0], dict) else None for result in allowed] == found
-
-
-def test_a_user_model_that_decides_who_may_sign_in_itself_is_asked_through_the_whole_token() -> None:
-    """A user model whose ``is_active`` is no column (a property), or whose ``is_authenticated``
-    is its own, may say no where the columns say yes: the whole token is read and the user asked."""
-
-    class Tokens:
-        def __init__(self, user_model: type) -> None:
-            self.user_model = user_model
-            self.asked: list[str] = []
-            self.users: dict[str, Any] = {}
-
-        def read_ahead(self, keys: list[str]) -> None:
-            self.asked.extend(keys)
-
-        def token(self, key: str) -> Any:
-            user = self.users.get(key)
-            return None if user is None else SimpleNamespace(user=user)
-
-    class Suspendable:  # its own is_active; Django's is_authenticated
-        is_authenticated = inspect.getattr_static(AbstractBaseUser, "is_authenticated")
-
-        @property
-        def is_active(self) -> bool:
-            return False
-
-    class Gated:  # Django's is_active column; its own is_authenticated
-        is_active = inspect.getattr_static(User, "is_active")
-
-        @property
-        def is_authenticated(self) -> bool:
-            return False
-
-    for model in (Suspendable, Gated):
-        tokens = Tokens(model)
-        owners = OwnerRead(cast(Any, tokens))
-        assert owners.columns is None, model
-        owners.read_ahead(["k"])
-        assert tokens.asked == ["k"]
-        tokens.users = {
-            "k": SimpleNamespace(pk=7, is_active=model is Gated, is_authenticated=model is Suspendable),
-            "open": SimpleNamespace(pk=8, is_active=True, is_authenticated=True),
-        }
-        assert owners.owner("k") is None and owners.owner("unknown") is None
-        assert owners.owner("open") == 8  # what the user says, not the columns

@@ -47,21 +47,28 @@ async def test_a_chat_round_trip() -> None:
     assert [s["id"] for s in sessions["results"]] == [session_id] and sessions["results"][0]["agent"] == "tools"
 
 
-async def test_another_users_session_is_404_everywhere() -> None:
+async def test_another_users_session_answers_as_one_that_does_not_exist() -> None:
     alice, bob = await login("alice"), await login("bob")
     session_id = str(uuid.uuid4())
     await read_events(await post(alice, session_id, {"message": "Mine"}))
-    checks = [
-        await post(bob, session_id, {"message": "Steal"}),
-        await bob.get(f"/api/chat/{session_id}"),
-        await bob.get(f"/api/chat/{session_id}/stream"),
-        await bob.get(f"/api/chat/{session_id}/snapshot"),
-        await bob.get(f"/api/chat/{session_id}/messages"),
-        await bob.post(f"/api/chat/{session_id}/stop"),
-        await bob.delete(f"/api/chat/{session_id}"),
-    ]
-    assert [r.status_code for r in checks] == [404] * 7
-    assert all(r.json()["code"] == "SESSION_NOT_FOUND" for r in checks)
+
+    async def answers(target: str) -> list[tuple[int, bytes]]:
+        checks = [
+            await bob.get(f"/api/chat/{target}"),  # resumes: nothing to stream
+            await bob.get(f"/api/chat/{target}/stream"),
+            await bob.get(f"/api/chat/{target}/snapshot"),
+            await bob.get(f"/api/chat/{target}/messages"),
+            await bob.post(f"/api/chat/{target}/stop"),
+            await bob.delete(f"/api/chat/{target}"),
+        ]
+        return [(r.status_code, r.content.replace(target.encode(), b"<id>")) for r in checks]
+
+    foreign, unknown = await answers(session_id), await answers(str(uuid.uuid4()))
+    assert foreign == unknown
+    assert [status for status, _ in foreign] == [204, 204, 404, 404, 404, 404]
+    assert all(b'"SESSION_NOT_FOUND"' in content for _, content in foreign[2:])
+    stolen = await post(bob, session_id, {"message": "Steal"})
+    assert (stolen.status_code, stolen.json()["code"]) == (404, "SESSION_NOT_FOUND")
     assert (await bob.get("/api/sessions")).json()["results"] == []
     assert await ChatSession.objects.filter(pk=session_id).aexists()
 

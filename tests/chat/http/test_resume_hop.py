@@ -13,7 +13,6 @@ from rest_framework.authtoken.models import Token
 from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
-from chat.exceptions import SessionNotFoundError
 from chat.http.authentication import _reads
 from chat.http.views import ChatStreamView
 from chat.models import ChatSession, Run
@@ -49,16 +48,15 @@ def test_the_owner_and_the_run_come_in_the_query_after_the_callers(django_assert
     assert (view.latest_run.run_id, view.latest_run.message_id) == (str(latest.pk), "m-2")
 
 
-def test_someone_elses_session_is_not_found_and_its_run_is_not_kept() -> None:
+def test_someone_elses_session_is_as_one_that_does_not_exist_and_its_run_is_not_kept() -> None:
     owner, _ = owner_with_token("owner")
     _, stranger = owner_with_token("stranger")
     session = ChatSession.objects.create(owner=owner, agent="chat")
     Run.objects.create(session=session, agent="chat", status="running", message_id="m")
-    with pytest.raises(SessionNotFoundError):
-        prepared(session.pk, stranger)
     bare = ChatSession.objects.create(owner=owner, agent="chat")  # no run: the owner alone decides
-    with pytest.raises(SessionNotFoundError):
-        prepared(bare.pk, stranger)
+    for foreign in (session.pk, bare.pk, "no-such-session"):
+        view = prepared(foreign, stranger)
+        assert not view.session_exists and view.latest_run is None, foreign
 
 
 def test_a_session_without_a_run_or_without_a_row_is_told_apart() -> None:

@@ -35,7 +35,11 @@ INSTALLED_APPS = [
     "support",
 ]
 
+# The shop's gate comes first: every request, Helix's streams included, passes it.
+SHOP_ALLOWED_ADDRESSES = {"127.0.0.1"}
+
 MIDDLEWARE = [
+    "support.gate.ShopGate",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
