@@ -94,6 +94,12 @@ async def test_authentication_csrf_and_tokens() -> None:
     ).status_code == 401
 
 
+def ui_message(text: str, message_id: str = "u1") -> bytes:
+    """An AI SDK chat body whose one message is the user's ``text``."""
+    parts = [{"type": "text", "text": text}]
+    return json.dumps({"messages": [{"id": message_id, "role": "user", "parts": parts}]}).encode()
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [
@@ -108,6 +114,14 @@ async def test_authentication_csrf_and_tokens() -> None:
         (b'{"message": "hi \\ud800"}', 400, "VALIDATION_ERROR"),  # an unpaired surrogate
         (b'{"message": "hi", "state": {"n": NaN}}', 400, "VALIDATION_ERROR"),
         (b'{"message": "hi", "state": {"n": 1e400}}', 400, "VALIDATION_ERROR"),
+        (b'{"message": "caf\xc3"}', 400, "VALIDATION_ERROR"),  # not UTF-8: a sequence cut short
+        (b'{"message": "hi"}\xff', 400, "VALIDATION_ERROR"),  # not UTF-8, outside any string
+        (ui_message("hi").replace(b"hi", b"\xff"), 400, "VALIDATION_ERROR"),  # not UTF-8: a byte none starts with
+        # What PostgreSQL cannot store: a NUL in text or in an id, an id wider than its column.
+        (json.dumps({"message": "hi\u0000"}).encode(), 400, "VALIDATION_ERROR"),
+        (ui_message("hi\u0000"), 400, "VALIDATION_ERROR"),
+        (ui_message("hi", "u1\u0000"), 400, "VALIDATION_ERROR"),
+        (ui_message("hi", "u" * 101), 400, "VALIDATION_ERROR"),
     ],
 )
 async def test_bad_input_gets_typed_errors_and_changes_nothing(body: bytes, status: int, code: str) -> None:
@@ -115,7 +129,7 @@ async def test_bad_input_gets_typed_errors_and_changes_nothing(body: bytes, stat
     session_id = str(uuid.uuid4())
     response = await alice.post(f"/api/chat/{session_id}", body, content_type="application/json")
     assert (response.status_code, response.json()["code"]) == (status, code)
-    assert not await ChatSession.objects.filter(pk=session_id).aexists()
+    assert (await ChatSession.objects.acount(), await Run.objects.acount()) == (0, 0)
 
 
 async def test_out_of_range_paging_is_a_typed_400() -> None:

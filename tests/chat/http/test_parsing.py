@@ -1,13 +1,15 @@
 """Reading a chat POST body, without a server: both body shapes, continuations, regenerations and
-every way a body is refused."""
+every way a body is refused, including what no database column could hold."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from django.db.models import CharField
 
-from chat.http.parsing import ChatInput, Limits, parse_chat_body, tool_answers
+from chat.http.parsing import MAX_ID_LENGTH, ChatInput, Limits, decode_json_body, parse_chat_body, tool_answers
+from chat.models import ChatSession, Message, PendingCall, Run
 from chat.state.approvals import ToolAnswer
 from streams.exceptions import ValidationError
 
@@ -113,3 +115,106 @@ def test_tool_answers_skip_parts_that_are_not_tool_answers() -> None:
         ]
     }
     assert tool_answers(message) == [ToolAnswer("d1", output=2, state="output-available")]
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b'{"message": "\xff"}', "not valid UTF-8"),  # a byte no UTF-8 sequence starts with
+        (b'{"message": "caf\xc3"}', "not valid UTF-8"),  # a sequence cut short
+        (b'{"message": "\xed\xa0\x80"}', "not valid UTF-8"),  # a surrogate, encoded
+        (b'{"\xff": 1}', "not valid UTF-8"),  # in a key
+        (b'\xff{"message": "hi"}', "not valid JSON"),  # outside any string
+    ],
+)
+def test_a_body_that_is_not_utf8_is_refused(raw: bytes, says: str) -> None:
+    with pytest.raises(ValidationError, match=says) as raised:
+        decode_json_body(raw)
+    assert raised.value.code == "VALIDATION_ERROR" and raised.value.status_code == 400
+
+
+def assistant(*parts: dict[str, Any], id: str = "a1") -> dict[str, Any]:
+    return {"id": id, "role": "assistant", "parts": list(parts)}
+
+
+def approved(call_id: str = "c1", approval_id: str = "p1", reason: str = "ok") -> dict[str, Any]:
+    approval = {"id": approval_id, "approved": True, "reason": reason}
+    return {"type": "tool-x", "toolCallId": call_id, "state": "approval-responded", "approval": approval}
+
+
+def output(value: Any, call_id: str = "c1") -> dict[str, Any]:
+    return {"type": "tool-x", "toolCallId": call_id, "state": "output-available", "output": value}
+
+
+def failed(error: str, call_id: str = "c1") -> dict[str, Any]:
+    return {"type": "tool-x", "toolCallId": call_id, "state": "output-error", "errorText": error}
+
+
+LONG = "x" * (MAX_ID_LENGTH + 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        # PostgreSQL's text and jsonb columns hold no NUL: every string that is stored is checked.
+        ({"message": "a\x00b"}, "message holds a NUL"),
+        ({"messages": [user("a\x00b")]}, "the last user message holds a NUL"),
+        ({"messages": [user("hi", "u\x00")]}, "the last user message's id holds a NUL"),
+        ({"message": "hi", "state": {"k": ["\x00"]}}, "state holds a NUL"),
+        ({"message": "hi", "state": {"\x00": 1}}, "state holds a NUL"),
+        ({"message": "hi", "messages": [{"role": "user", "content": "a\x00"}]}, "messages holds a NUL"),
+        ({"message": "hi", "messages": [{"role": "user", "metadata": {"k": "\x00"}}]}, "messages holds a NUL"),
+        ({"messages": [assistant(approved(reason="no\x00"))]}, "the reason of tool call 'c1' holds a NUL"),
+        ({"messages": [assistant(output({"k": "\x00"}))]}, "the output of tool call 'c1' holds a NUL"),
+        ({"messages": [assistant(output({"\x00": 1}))]}, "the output of tool call 'c1' holds a NUL"),
+        ({"messages": [assistant(failed("\x00"))]}, "the errorText of tool call 'c1' holds a NUL"),
+        ({"messages": [assistant(output(1, "c\x00"))]}, "a tool part's toolCallId holds a NUL"),
+        ({"messages": [assistant(approved(approval_id="p\x00"))]}, "the approval id of tool call 'c1' holds a NUL"),
+        ({"messages": [assistant(id="a\x00")]}, "the assistant message's id holds a NUL"),
+        ({"message": "hi", "agent": "chat\x00"}, "agent must be"),
+        # Ids go to columns 100 characters wide.
+        ({"messages": [user("hi", LONG)]}, f"the last user message's id is longer than {MAX_ID_LENGTH} characters"),
+        ({"messages": [assistant(id=LONG)]}, f"the assistant message's id is longer than {MAX_ID_LENGTH} characters"),
+        ({"messages": [assistant(output(1, LONG))]}, f"toolCallId is longer than {MAX_ID_LENGTH} characters"),
+        (
+            {"messages": [assistant(approved(approval_id=LONG))]},
+            f"approval id of tool call 'c1' is longer than {MAX_ID_LENGTH}",
+        ),
+        (
+            {"message": "hi", "messages": [{"role": "user", "id": LONG}]},
+            f"messages: an id is longer than {MAX_ID_LENGTH}",
+        ),
+        (
+            {"message": "hi", "messages": [{"role": "tool", "toolCallId": LONG}]},
+            f"messages: a toolCallId is longer than {MAX_ID_LENGTH}",
+        ),
+        ({"message": "hi", "agent": LONG}, f"at most {MAX_ID_LENGTH} characters"),
+    ],
+)
+def test_what_no_column_can_hold_is_refused_naming_it(body: Any, says: str) -> None:
+    with pytest.raises(ValidationError, match=says) as raised:
+        parse(body)
+    assert raised.value.code == "VALIDATION_ERROR" and raised.value.status_code == 400
+
+
+def test_ids_as_wide_as_their_columns_are_taken() -> None:
+    widest = "x" * MAX_ID_LENGTH
+    assert parse({"messages": [user("hi", widest)], "agent": widest}).user_message_id == widest
+    continued = parse({"messages": [assistant(approved(widest, widest), id=widest)]})
+    assert continued.continuation_of == widest and continued.answers[0].approval_id == widest
+    seeded = parse({"message": "hi", "messages": [{"role": "tool", "id": widest, "toolCallId": widest}]})
+    assert seeded.messages is not None and seeded.messages[0].tool_call_id == widest
+
+
+def test_the_id_limit_is_the_width_of_the_columns_that_keep_ids() -> None:
+    columns = [
+        (Message, "message_id"),
+        (Message, "tool_call_id"),
+        (Run, "message_id"),
+        (Run, "agent"),
+        (ChatSession, "agent"),
+        (PendingCall, "tool_call_id"),
+    ]
+    fields = [model._meta.get_field(name) for model, name in columns]
+    assert {field.max_length for field in fields if isinstance(field, CharField)} == {MAX_ID_LENGTH}
+    assert all(isinstance(field, CharField) for field in fields)

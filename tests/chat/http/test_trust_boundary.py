@@ -204,6 +204,36 @@ async def test_bad_decisions_are_refused_and_change_nothing() -> None:
     assert (call.status, call.decided_at) == ("pending", None)
 
 
+async def test_what_postgresql_cannot_store_is_refused_and_changes_nothing() -> None:
+    """A NUL in any text or JSON the request would store, or an id wider than its column, is a
+    typed 400 on every database, not a failed write on PostgreSQL."""
+    alice = await login("alice")
+    session_id, _ = await started(alice, "Email the board", agent="assistant")
+    call = await PendingCall.objects.aget(session_id=session_id)
+    reply = (await alice.get(f"/api/chat/{session_id}/snapshot")).json()["messages"][-1]
+    [part] = [p for p in reply["parts"] if p["type"] == "dynamic-tool"]
+
+    def answering(reason: str = "", approval_id: str = str(call.pk)) -> dict[str, Any]:
+        approval = {"id": approval_id, "approved": False, "reason": reason}
+        answer = {**part, "state": "approval-responded", "approval": approval}
+        message = {**reply, "parts": [answer if p is part else p for p in reply["parts"]]}
+        return {"id": session_id, "trigger": "submit-message", "agent": "assistant", "messages": [message]}
+
+    before = await counts()
+    error = await refused(alice, session_id, answering(reason="no\u0000"), 400, "VALIDATION_ERROR")
+    assert "NUL" in error["error"]
+    error = await refused(alice, session_id, answering(approval_id="p" * 101), 400, "VALIDATION_ERROR")
+    assert "100 characters" in error["error"]
+    await refused(alice, session_id, ui_body("Again\u0000", session_id), 400, "VALIDATION_ERROR")
+    long_id = ui_body("Again", session_id)
+    long_id["messages"][0]["id"] = "u" * 101
+    error = await refused(alice, session_id, long_id, 400, "VALIDATION_ERROR")
+    assert "100 characters" in error["error"]
+    assert await counts() == before
+    await call.arefresh_from_db()
+    assert (call.status, call.reason, call.decided_at) == ("pending", "", None)
+
+
 @pytest.mark.parametrize(
     ("method", "path", "body", "headers", "status", "code", "names"),
     [
