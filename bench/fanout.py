@@ -195,7 +195,8 @@ def _write(redis_url: str, streams: list[str], rate: float, seconds: float, nice
     # Each command as RESP up to its per-event arguments (token, now, one chunk, the chunk), packed once.
     prefixes = [
         b"*%d\r\n" % (len(command) + 4) + hiredis.pack_command(command).split(b"\r\n", 1)[1]
-        for command in [("EVALSHA", sha, 3, *store._keys(stream), 1) for stream in streams]  # the store's keys, epoch 1
+        # The store's keys, epoch 1, no holder.
+        for command in [("EVALSHA", sha, 3, *store._keys(stream), 1, "") for stream in streams]
     ]
     writer = uuid.uuid4().hex[:12].encode()
 

@@ -19,8 +19,8 @@ from django.utils.safestring import SafeString
 
 from chat.ai_sdk.snapshot import without_discarded
 from chat.models import ChatSession, Checkpoint, Message, PendingCall, Run
-from chat.services import resume_answered_run
 from chat.state.approvals import ToolAnswer, decide_calls, run_is_answered
+from chat.state.executors import resume_answered_run
 from streams.backends import get_stream_manager
 from streams.exceptions import HelixError
 from streams.protocol import dump_chunk

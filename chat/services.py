@@ -1,5 +1,5 @@
-"""The process's executor (``HELIX["EXECUTOR"]``: ``inprocess`` or ``celery``) and frontend handler,
-and what needs them both: resuming a run whose paused calls all have their answers."""
+"""The process's frontend handler, built from the Helix settings over the process's executor
+(:mod:`chat.state.executors`)."""
 
 from __future__ import annotations
 
@@ -9,29 +9,14 @@ from chat.http.double_texting import DoubleTexting
 from chat.http.handler import FrontendHandler, create_frontend_handler
 from chat.http.parsing import Limits
 from chat.state.approvals import decide
+from chat.state.executors import get_executor
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
-from workers.executors import CeleryExecutor, Executor, InProcessExecutor
 
-__all__ = ["get_executor", "get_handler", "resume_answered_run"]
+__all__ = ["get_handler"]
 
-_executors: dict[str, Executor] = {}
 _handlers: dict[str, FrontendHandler] = {}
-
-
-def get_executor() -> Executor:
-    """The configured executor over the Django state store and the configured stream store."""
-    kind = helix_settings.EXECUTOR
-    executor = _executors.get(kind)
-    if executor is None:
-        store, streams = DjangoStateStore(), get_stream_manager()
-        if kind == "celery":
-            executor = CeleryExecutor(store, streams, queue=str(helix_settings.CELERY_QUEUE))
-        else:
-            executor = InProcessExecutor(store, streams)
-        _executors[kind] = executor
-    return executor
 
 
 def get_handler() -> FrontendHandler:
@@ -59,15 +44,8 @@ def get_handler() -> FrontendHandler:
     return handler
 
 
-async def resume_answered_run(session_id: str, run_id: str, agent: str) -> None:
-    """Reopen the paused stream and send the run to a worker: its calls all have answers."""
-    await get_stream_manager().resume_stream(session_id)
-    await get_executor().resume(run_id, agent)
-
-
 def _reset(*, setting: str, **kwargs: object) -> None:
     if setting == "HELIX":
-        _executors.clear()
         _handlers.clear()
 
 

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutting_down
 
 from chat.state.store import DjangoStateStore
 from streams.backends import get_stream_manager
@@ -22,6 +22,7 @@ from workers.attempts import execute_run
 from workers.event_loop import run_on_worker_loop
 from workers.executors import RUN_TASK
 from workers.leases import LeaseKeeper, lease_keeper
+from workers.presence import broker_presence
 
 logger = logging.getLogger(__name__)
 
@@ -91,3 +92,38 @@ def _hand_back_runs(**_: Any) -> None:
         for run_id in handed:
             current_app.send_task(RUN_TASK, args=[run_id], queue=str(helix_settings.CELERY_QUEUE))
         logger.warning("handed back %d runs on shutdown", len(handed))
+
+
+#: This worker's presence on Helix's queue: stopped (and withdrawn) when it shuts down.
+_presence: list[tuple[Any, list[str], str, Any]] = []
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _announce(sender: Any, **_: Any) -> None:
+    """Say, every few seconds, that this worker consumes Helix's queue (if it does), so that web
+    processes know a run sent there will be taken (:mod:`workers.presence`)."""
+    app = sender.app
+    queue = str(helix_settings.CELERY_QUEUE)
+    consumed = set(app.amqp.queues.consume_from or ())
+    if queue not in consumed:
+        logger.warning(
+            "this worker does not consume Helix's queue %r (it consumes %s): chats need a worker started with -Q %s",
+            queue,
+            ", ".join(sorted(consumed)) or "nothing",
+            queue,
+        )
+        return
+    presence = broker_presence(str(app.conf.broker_url or ""))
+    if presence is not None:
+        stop = presence.keep_announcing([queue], sender.hostname)
+        _presence.append((presence, [queue], sender.hostname, stop))
+
+
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]
+def _withdraw(**_: Any) -> None:
+    for presence, queues, worker, stop in _presence:
+        stop.set()
+        try:
+            presence.withdraw(queues, worker)
+        except Exception as exc:  # the broker is away: the entry lapses by itself
+            logger.warning("could not withdraw worker %s: %s", worker, exc)

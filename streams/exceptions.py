@@ -142,19 +142,27 @@ class StreamClosedError(StreamError):
 
 
 class StreamSupersededError(StreamError):
-    """A newer attempt holds the stream: a write or transition carried an older fencing epoch.
+    """Someone else holds the stream: a write or transition carried an older fencing epoch, or
+    was made for another holder than the one the stream is open for.
 
     ``epoch`` is the rejected one (``None`` when the caller's is unknown), ``current_epoch`` the
-    stream's. Nothing of the rejected operation was stored.
+    stream's; ``holder`` is the stream's holder when that was what refused the operation (a
+    later run of the session holds it, or the id's stream was deleted and created again).
+    Nothing of the rejected operation was stored.
     """
 
     code = "EXECUTOR_SUPERSEDED"
     status_code = 409
 
-    def __init__(self, stream_id: str, epoch: int | None, current_epoch: int) -> None:
+    def __init__(self, stream_id: str, epoch: int | None, current_epoch: int, holder: str | None = None) -> None:
         self.epoch = epoch
         self.current_epoch = current_epoch
-        super().__init__(stream_id, f"Stream {stream_id} is held by epoch {current_epoch}; epoch {epoch} may not write")
+        self.holder = holder
+        if holder is None:
+            message = f"Stream {stream_id} is held by epoch {current_epoch}; epoch {epoch} may not write"
+        else:
+            message = f"Stream {stream_id} is open for {holder}; a write for another holder is refused"
+        super().__init__(stream_id, message)
 
 
 class WriterClosedError(StreamError):

@@ -2,9 +2,11 @@
 
 An attempt (:func:`execute_run`) claims the run with a new fencing epoch and a lease that its
 process's :class:`~workers.leases.LeaseKeeper` renews, runs the agent's step loop, records the
-outcome and closes the stream, every write fenced by its epoch. An attempt that takes over from a
-dead one (:func:`take_over`) voids the dead one's partial step, tells readers to resync, and
-continues after the last committed step.
+outcome and closes the stream, every write fenced by its epoch and made as its run's: the stream
+refuses it once it is open for another run (a later run of the session, or the first run of a
+session created again under the id after this one's was deleted). An attempt that takes over
+from a dead one (:func:`take_over`) voids the dead one's partial step, tells readers to resync,
+and continues after the last committed step.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from streams.backends.base import StreamManager
+from streams.backends.writers import StreamWriter
 from streams.backoff import Backoff
 from streams.exceptions import HelixError, StreamSupersededError, StreamUnavailableError
 from streams.protocol import ExecutorSuperseded, StepDiscarded, StreamResync
@@ -97,32 +100,39 @@ async def _out_of_time(recorder: RunRecorder, streams: StreamManager, claim: Run
     """Fail the run of attempt ``claim`` for running past ``limit`` seconds, fenced by its epoch:
     after a newer attempt took the run over, this changes nothing."""
     error = RunError(f"The run exceeded its time limit of {limit:g} s", RunErrorCode.TIME_LIMIT_EXCEEDED)
-    writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
+    writer = RunWriter(await _writer(streams, claim))
     outcome = await report_failure(writer, error, step=claim.step_count, usage={})
     await recorder.finish_run(claim.run_id, outcome, epoch=claim.epoch)
-    await streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch)
+    await streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch, holder=claim.run_id)
     logger.warning("run %s: attempt %d ran past its time limit of %g s", claim.run_id, claim.attempt, limit)
     return outcome
+
+
+async def _writer(streams: StreamManager, claim: RunClaim) -> StreamWriter:
+    """A writer for attempt ``claim``'s own chunks, fenced by its epoch, writing as its run's."""
+    return await streams.create_writer(
+        claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch, holder=claim.run_id
+    )
 
 
 async def _attempt(
     recorder: RunRecorder, streams: StreamManager, claim: RunClaim, given: Agent | None, stop: asyncio.Event | None
 ) -> RunOutcome | None:
-    session_id, epoch = claim.session_id, claim.epoch
+    session_id, epoch, holder = claim.session_id, claim.epoch, claim.run_id
     if claim.takeover:
         await take_over(streams, claim)
     else:
-        await streams.fence(session_id, epoch)
+        await streams.fence(session_id, epoch, holder=holder)
     if claim.waiting:  # died after committing a pause, before recording it: just pause again
         outcome = RunOutcome("paused")
         if not await _record(recorder, claim, outcome):
             return None
-        await streams.pause_stream(session_id, epoch=epoch)
+        await streams.pause_stream(session_id, epoch=epoch, holder=holder)
         return outcome
     try:
         agent = given if given is not None and given.name == claim.agent else get_agent(claim.agent)
     except Exception as exc:
-        writer = RunWriter(await streams.create_writer(session_id, claim.run_id, claim.agent, epoch=epoch))
+        writer = RunWriter(await _writer(streams, claim))
         outcome = await report_failure(writer, as_run_error(exc), step=0, usage={})
     else:
         loop = RunLoop(
@@ -142,11 +152,13 @@ async def _attempt(
         return None
     if outcome.status == "failed":
         message = outcome.error_message or outcome.error_code
-        await _close_stream(claim, [lambda: streams.fail_stream(session_id, message, epoch=epoch)])
+        await _close_stream(claim, [lambda: streams.fail_stream(session_id, message, epoch=epoch, holder=holder)])
     elif outcome.status == "paused":
-        await _close_stream(claim, [lambda: streams.pause_stream(session_id, epoch=epoch)])
+        await _close_stream(claim, [lambda: streams.pause_stream(session_id, epoch=epoch, holder=holder)])
     else:
-        await _close_stream(claim, [lambda: streams.end_stream(session_id, output=outcome.output, epoch=epoch)])
+        await _close_stream(
+            claim, [lambda: streams.end_stream(session_id, output=outcome.output, epoch=epoch, holder=holder)]
+        )
     return outcome
 
 
@@ -219,12 +231,12 @@ async def _fail_once_recorded(
         return None
 
     async def report() -> None:
-        writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
-        await report_failure(writer, error, step=step, usage={})
+        await report_failure(RunWriter(await _writer(streams, claim)), error, step=step, usage={})
 
-    await _close_stream(
-        claim, [report, lambda: streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch)]
-    )
+    async def fail() -> None:
+        await streams.fail_stream(claim.session_id, error.message, epoch=claim.epoch, holder=claim.run_id)
+
+    await _close_stream(claim, [report, fail])
     logger.warning("run %s: attempt %d failed: the database stopped answering", claim.run_id, claim.attempt)
     return outcome
 
@@ -232,11 +244,11 @@ async def _fail_once_recorded(
 async def take_over(streams: StreamManager, claim: RunClaim) -> None:
     """Start attempt ``claim`` where the last one left off: fence the stream, void the partial
     step the dead attempt was in (``step_discarded``), and tell readers to resync."""
-    latest = await streams.fence(claim.session_id, claim.epoch)
+    latest = await streams.fence(claim.session_id, claim.epoch, holder=claim.run_id)
     floor = claim.checkpoint_sequence if claim.checkpoint_sequence is not None else claim.start_sequence
     step = claim.step_count + 1
     partial = await streams.get_chunks_from_step(claim.session_id, step, min_sequence=floor)
-    writer = RunWriter(await streams.create_writer(claim.session_id, claim.run_id, claim.agent, epoch=claim.epoch))
+    writer = RunWriter(await _writer(streams, claim))
     if claim.previous_epoch:
         await writer.emit(
             ExecutorSuperseded, run_id=claim.run_id, epoch=claim.previous_epoch, current_epoch=claim.epoch

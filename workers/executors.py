@@ -1,14 +1,15 @@
 """Executors: how a run gets executed, in the web process or on a Celery worker.
 
 Both start a run the same way (:func:`start_run`): the session is created on first use, the
-``messages``/``state`` overrides applied, the user message stored, and a Run recorded with the
-stream sequence before its first chunk (``start_sequence``). Then the in-process executor runs
-the agent as an asyncio task of the current loop, and the Celery executor enqueues one task per
-run. A second execution on a session with a run in flight raises
+``messages``/``state`` overrides applied, the user message stored, a Run recorded with the
+stream sequence before its first chunk (``start_sequence``), and the session's stream opened for
+the run, which shuts out every earlier run (see ``StreamManager.open_stream``). Then the
+in-process executor runs the agent as an asyncio task of the current loop, and the Celery
+executor enqueues one task per run. A second execution on a session with a run in flight raises
 :class:`~workers.exceptions.RunConflictError`.
 
 Every execution is an *attempt* (:func:`workers.attempts.execute_run`) that claims the run under a
-lease and a fencing epoch.
+lease and a fencing epoch, and writes to the stream as the run's (its holder).
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
+
 from streams.backends.base import StreamManager
 from streams.exceptions import HelixError, StreamCreationError
 from streams.messages import StoredMessage
 from workers.attempts import execute_run
 from workers.exceptions import ExecutorUnavailableError, RunErrorCode
 from workers.leases import LeaseKeeper, lease_keeper
+from workers.presence import WorkerPresence
 from workers.runtime.agents import Agent, get_agent
 from workers.runtime.persistence import RunOutcome, RunRecorder
 
@@ -100,9 +104,9 @@ async def start_run(
         caller_owns=caller_owns,
     )
     try:
-        if info is not None and info.status != "active":
-            await streams.reopen_stream(session_id)  # the session's next run: sequences continue
-        await streams.create_writer(session_id, run_id, agent.name)
+        # Created, or the session's next run: sequences continue, and the stream is the run's. A
+        # run of an earlier session of the same id (deleted while it ran) can write nothing here.
+        await streams.open_stream(session_id, run_id)
     except Exception as exc:  # the run is recorded: fail it rather than leave it queued for good
         message = f"The stream of run {run_id} could not be set up: {exc}"
         failed = RunOutcome("failed", error_code=RunErrorCode.INTERNAL_ERROR, error_message=message)
@@ -136,6 +140,7 @@ class Executor(abc.ABC):
     ) -> RunHandle:
         """Start a run of ``agent`` for ``message`` (see :func:`start_run`) and launch it."""
         resolved = get_agent(agent) if isinstance(agent, str) else agent
+        await self._check_listening()  # before anything is recorded
         handle = await start_run(
             self.recorder,
             self.streams,
@@ -166,9 +171,14 @@ class Executor(abc.ABC):
         failed = RunOutcome("failed", error_code=RunErrorCode.ENQUEUE_FAILED, error_message=message)
         try:
             await self.recorder.finish_run(handle.run_id, failed)
-            await self.streams.fail_stream(handle.session_id, message)
+            await self.streams.fail_stream(handle.session_id, message, holder=handle.run_id)
         except Exception:  # the reaper fails it once the stores are back
             logger.exception("could not record that run %s was never sent", handle.run_id)
+
+    async def _check_listening(self) -> None:
+        """Raise :class:`~workers.exceptions.ExecutorUnavailableError` when no worker would take
+        a run now (nothing to check in process)."""
+        return None
 
     async def resume(self, run_id: str, agent: Agent | str) -> None:
         """Continue ``run_id``, paused until its tool calls were answered (they now are)."""
@@ -212,11 +222,37 @@ class CeleryExecutor(Executor):
     """Enqueues one Celery task per run (the ``helix.run_agent`` task, sent by name)."""
 
     def __init__(
-        self, recorder: RunRecorder, streams: StreamManager, *, queue: str | None = None, poll_interval: float = 0.2
+        self,
+        recorder: RunRecorder,
+        streams: StreamManager,
+        *,
+        queue: str | None = None,
+        poll_interval: float = 0.2,
+        presence: WorkerPresence | None = None,
     ) -> None:
         super().__init__(recorder, streams)
         self.queue = queue
         self.poll_interval = poll_interval
+        #: Where workers say which queues they consume (:mod:`workers.presence`); ``None``: unchecked.
+        self.presence = presence
+
+    async def _check_listening(self) -> None:
+        if self.presence is None:
+            return
+        from asgiref.sync import sync_to_async
+
+        queue = self.queue or "celery"
+        try:
+            listening = await sync_to_async(self.presence.listening, thread_sensitive=False)(queue)
+        except redis.RedisError as exc:  # the broker is away: sending the task would fail as well
+            raise ExecutorUnavailableError("The task broker is unreachable; try again in a moment") from exc
+        if not listening:
+            logger.error(
+                "no worker consumes the queue %r: runs cannot start (start one with `celery -A <app> worker -Q %s`)",
+                queue,
+                queue,
+            )
+            raise ExecutorUnavailableError("No worker is running for chat right now; try again in a moment")
 
     async def _dispatch(self, run_id: str, agent: Agent) -> None:
         from asgiref.sync import sync_to_async

@@ -188,7 +188,7 @@ class FrontendHandler:
         answered = await self.decide(run.run_id, request.answers, owner_id)
         info = await self.streams.get_stream_info(session_id)
         position = info.latest_sequence if info is not None else run.start_sequence
-        await self.streams.resume_stream(session_id)
+        await self.streams.resume_stream(session_id, holder=run.run_id)  # as the run's, as every write
         await self.executor.resume(run.run_id, request.agent or self.agent)
         reader = await self.streams.create_resumable_reader(session_id, position)
         if reader is None:
@@ -342,7 +342,7 @@ class FrontendHandler:
         given), or ``None`` for an unknown session."""
         deps = SnapshotDeps(self.store, self.streams, self.content_replay)
         snapshot = await build_snapshot(deps, session_id, include_partial_content, checkpoint_id)
-        return None if snapshot is None else msgspec.to_builtins(snapshot)  # type: ignore[no-any-return]
+        return None if snapshot is None else msgspec.to_builtins(snapshot)
 
 
 def create_frontend_handler(

@@ -25,11 +25,11 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from chat.models import ChatSession, PendingCall, Run
-from chat.services import resume_answered_run
 from chat.state.approvals import run_is_answered
+from chat.state.executors import resume_answered_run
 from streams.backends import get_stream_manager
 from streams.conf import helix_settings
-from streams.exceptions import HelixError
+from streams.exceptions import HelixError, StreamSupersededError
 from streams.protocol import ErrorChunk, RunInterrupted
 from workers.exceptions import RunErrorCode
 from workers.executors import RUN_TASK
@@ -172,7 +172,8 @@ def _close(
     still: Q | None = None,
 ) -> bool:
     """Record the end of a run whose worker is gone (or never came), if it is ``still`` so, then
-    fence its stream and close it."""
+    fence its stream and close it, as the run's: a stream open for another run by then (the
+    session deleted meanwhile and created again, say) is left alone."""
     epoch = run.epoch + 1  # above the dead attempt's: nothing of it can land after this
     with transaction.atomic():
         leased = Q(lease_expires_at__isnull=False)  # by default: a run a worker held
@@ -189,20 +190,22 @@ def _close(
         ChatSession.objects.filter(pk=run.session_id).update(
             status=ChatSession.Status.FAILED if status == "failed" else ChatSession.Status.IDLE
         )
-    session_id = str(run.session_id)
+    session_id, run_id = str(run.session_id), str(run.pk)
 
     async def close_stream() -> None:
         streams = get_stream_manager()
         try:
-            await streams.fence(session_id, epoch)
-            writer = RunWriter(await streams.create_writer(session_id, str(run.pk), epoch=epoch))
+            await streams.fence(session_id, epoch, holder=run_id)
+            writer = RunWriter(await streams.create_writer(session_id, run_id, epoch=epoch, holder=run_id))
             if status == "failed":
                 recoverable = code != RunErrorCode.WORKER_LOST  # sending it again may well work
                 await writer.emit(ErrorChunk, error=error, code=code, recoverable=recoverable, step=0)
-                await streams.fail_stream(session_id, error, epoch=epoch)
+                await streams.fail_stream(session_id, error, epoch=epoch, holder=run_id)
             else:
-                await writer.emit(RunInterrupted, run_id=str(run.pk), step=0, reason="user_stop")
-                await streams.end_stream(session_id, epoch=epoch)
+                await writer.emit(RunInterrupted, run_id=run_id, step=0, reason="user_stop")
+                await streams.end_stream(session_id, epoch=epoch, holder=run_id)
+        except StreamSupersededError as exc:  # a later run holds the stream: it is not this run's to close
+            logger.info("run %s: its stream has moved on (%s); left as it is", run.pk, exc)
         except HelixError:
             logger.exception("could not close the stream of run %s", run.pk)
         finally:

@@ -9,6 +9,13 @@ the status changes and the liveness marks of running runs; on the hooks it build
 (:mod:`~streams.backends.writers`, :mod:`~streams.backends.buffered`), readers
 (:mod:`~streams.backends.readers`) and bulk reads.
 The values passed around live in :mod:`~streams.backends.records`.
+
+Writes are fenced two ways, each checked in the store's atomic step with the write: by *epoch*
+(an attempt at a run refuses the writes of the attempts before it, see :meth:`StreamManager.fence`)
+and by *holder* (a stream opened for one producer, a run, refuses the writes made for another,
+see :meth:`StreamManager.open_stream`). An id's stream deleted and created again starts its
+epochs over, but it is opened for a new holder: the holder is what keeps a deleted session's run
+out of the stream of a new session with the same id.
 """
 
 from __future__ import annotations
@@ -53,15 +60,19 @@ class StreamManager(abc.ABC):
         flush_size: int = 16,
         flush_interval: float = 0.005,
         epoch: int | None = None,
+        holder: str | None = None,
     ) -> StreamWriter:
         """A writer for ``stream_id``; the stream is created (``active``) if it does not exist.
 
         With ``buffered=True`` writes return at once and are stored in batches: every
         ``flush_size`` chunks, ``flush_interval`` seconds after the first unflushed chunk, on
         ``flush()`` and on ``close()``. With an ``epoch`` the writer is fenced: see :meth:`fence`.
+        With a ``holder`` it writes only to the stream opened for ``holder`` (see
+        :meth:`open_stream`), and never creates one: a stream deleted under it stays deleted.
         """
         validate_stream_id(stream_id)
-        await self._ensure_stream(stream_id)
+        if holder is None:
+            await self._ensure_stream(stream_id)
         if buffered:
             return BufferedStreamWriter(
                 self,
@@ -71,18 +82,37 @@ class StreamManager(abc.ABC):
                 flush_size=flush_size,
                 flush_interval=flush_interval,
                 epoch=epoch,
+                holder=holder,
             )
-        return StreamWriter(self, stream_id, agent_id, agent_type, epoch=epoch)
+        return StreamWriter(self, stream_id, agent_id, agent_type, epoch=epoch, holder=holder)
+
+    async def open_stream(self, stream_id: str, holder: str) -> None:
+        """Open the stream for its next producer ``holder`` (the run about to write to it): create
+        it ``active`` if it does not exist, else make it ``active`` again (its sequences continue,
+        its error and output are cleared) and hand it to ``holder``, in one atomic step.
+
+        From then on every write, step mark, status change and fence made for another holder is
+        rejected with :class:`StreamSupersededError`, like a superseded epoch: an earlier run of
+        the stream's session, or a run of an earlier stream of the same id (deleted, then created
+        again), can store nothing in it. Operations that name no holder, and streams never opened
+        for one (made by a writer without a holder), are not checked.
+        """
+        validate_stream_id(stream_id)
+        if not isinstance(holder, str) or not holder:
+            raise ValidationError(f"A stream's holder must be a non-empty string, not {holder!r}")
+        await self._open_stream(stream_id, holder)
 
     @abc.abstractmethod
-    async def fence(self, stream_id: str, epoch: int) -> int:
+    async def fence(self, stream_id: str, epoch: int, *, holder: str | None = None) -> int:
         """Raise the stream's fencing epoch to ``epoch`` and return its latest sequence.
 
         From then on every write, step mark and status change that carries an older epoch is
         rejected with :class:`StreamSupersededError`, atomically (the check and the write are
         one operation in the store). A fenced write with a newer epoch raises the stream's epoch
-        itself. Raises :class:`StreamSupersededError` if the stream already has a newer epoch,
-        :class:`StreamNotFoundError` if it does not exist. Epochs only grow, across runs too.
+        itself. Raises :class:`StreamSupersededError` if the stream already has a newer epoch, or
+        is open for another holder than ``holder`` (see :meth:`open_stream`),
+        :class:`StreamNotFoundError` if it does not exist. Epochs only grow, across runs too;
+        not across streams: one deleted and created again starts over at 0.
         """
 
     # -- reading ---------------------------------------------------------------------------
@@ -169,20 +199,25 @@ class StreamManager(abc.ABC):
         """Status, size and error of the stream; ``None`` if it does not exist."""
 
     @abc.abstractmethod
-    async def end_stream(self, stream_id: str, output: Any = None, *, epoch: int | None = None) -> None:
+    async def end_stream(
+        self, stream_id: str, output: Any = None, *, epoch: int | None = None, holder: str | None = None
+    ) -> None:
         """Mark the stream ended (optionally with a final ``output``); readers finish. Like every
-        status change, fenced when given an ``epoch`` (see :meth:`fence`)."""
+        status change, fenced when given an ``epoch`` (see :meth:`fence`) or a ``holder`` (see
+        :meth:`open_stream`)."""
 
     @abc.abstractmethod
-    async def fail_stream(self, stream_id: str, error: str, *, epoch: int | None = None) -> None:
+    async def fail_stream(
+        self, stream_id: str, error: str, *, epoch: int | None = None, holder: str | None = None
+    ) -> None:
         """Mark the stream failed with ``error``; readers finish."""
 
     @abc.abstractmethod
-    async def pause_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
+    async def pause_stream(self, stream_id: str, *, epoch: int | None = None, holder: str | None = None) -> None:
         """Mark an active stream paused (a run waits on a human)."""
 
     @abc.abstractmethod
-    async def resume_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
+    async def resume_stream(self, stream_id: str, *, epoch: int | None = None, holder: str | None = None) -> None:
         """Mark a paused stream active again."""
 
     @abc.abstractmethod
@@ -219,9 +254,17 @@ class StreamManager(abc.ABC):
         """Create the stream as ``active`` if it does not exist."""
 
     @abc.abstractmethod
-    async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
+    async def _open_stream(self, stream_id: str, holder: str) -> None:
+        """Create the stream for ``holder``, or reactivate it and hand it to ``holder`` (see
+        :meth:`open_stream`), atomically."""
+
+    @abc.abstractmethod
+    async def _append(
+        self, stream_id: str, batch: WriteBatch, epoch: int | None = None, holder: str | None = None
+    ) -> int:
         """Store ``batch`` atomically; return the stream's latest sequence after it. With an
-        ``epoch``, store nothing and raise :class:`StreamSupersededError` if the stream's is newer."""
+        ``epoch`` or a ``holder``, store nothing and raise :class:`StreamSupersededError` if the
+        stream's epoch is newer or it is open for another holder."""
 
     @abc.abstractmethod
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:

@@ -38,8 +38,9 @@ class BufferedStreamWriter(StreamWriter):
         flush_size: int = 16,
         flush_interval: float = 0.005,
         epoch: int | None = None,
+        holder: str | None = None,
     ) -> None:
-        super().__init__(manager, stream_id, agent_id, agent_type, epoch=epoch)
+        super().__init__(manager, stream_id, agent_id, agent_type, epoch=epoch, holder=holder)
         self.flush_size = max(1, flush_size)
         self.flush_interval = flush_interval
         self._batch = WriteBatch()

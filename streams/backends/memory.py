@@ -42,6 +42,7 @@ class _Stream:
     output: Any = None
     steps: dict[int, int] = field(default_factory=dict)
     epoch: int = 0
+    holder: str | None = None
     expires_at: float | None = None
     subscribers: set[_MemorySubscription] = field(default_factory=set)
 
@@ -152,28 +153,47 @@ class InMemoryStreamManager(StreamManager):
                 self._streams[stream_id] = stream
                 self._touch(stream)
 
-    @staticmethod
-    def _check_epoch(stream_id: str, stream: _Stream, epoch: int | None) -> None:
-        if epoch is None:
-            return
-        if epoch < stream.epoch:
-            raise StreamSupersededError(stream_id, epoch, stream.epoch)
-        stream.epoch = epoch
+    async def _open_stream(self, stream_id: str, holder: str) -> None:
+        with self._lock:
+            stream = self._get(stream_id)
+            if stream is None:
+                now = now_ms()
+                stream = self._streams[stream_id] = _Stream(created_at=now, updated_at=now)
+            elif stream.status != "active":
+                stream.status = "active"
+                stream.error = stream.output = None
+            stream.holder = holder
+            self._touch(stream)
 
-    async def fence(self, stream_id: str, epoch: int) -> int:
+    @staticmethod
+    def _check_fence(stream_id: str, stream: _Stream, epoch: int | None, holder: str | None) -> None:
+        """Refuse an operation made for another holder or with an older epoch (nothing changed)."""
+        if holder is not None and stream.holder is not None and holder != stream.holder:
+            raise StreamSupersededError(stream_id, epoch, stream.epoch, stream.holder)
+        if epoch is not None and epoch < stream.epoch:
+            raise StreamSupersededError(stream_id, epoch, stream.epoch)
+
+    @staticmethod
+    def _take_epoch(stream: _Stream, epoch: int | None) -> None:
+        if epoch is not None and epoch > stream.epoch:
+            stream.epoch = epoch
+
+    async def fence(self, stream_id: str, epoch: int, *, holder: str | None = None) -> int:
         with self._lock:
             stream = self._require(stream_id)
-            self._check_epoch(stream_id, stream, epoch)
+            self._check_fence(stream_id, stream, epoch, holder)
+            self._take_epoch(stream, epoch)
             return stream.sequence
 
-    async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
+    async def _append(
+        self, stream_id: str, batch: WriteBatch, epoch: int | None = None, holder: str | None = None
+    ) -> int:
         with self._lock:
             stream = self._require(stream_id)
-            if epoch is not None and epoch < stream.epoch:
-                raise StreamSupersededError(stream_id, epoch, stream.epoch)
+            self._check_fence(stream_id, stream, epoch, holder)
             if stream.status in TERMINAL:
                 raise StreamClosedError(stream_id, stream.status)
-            self._check_epoch(stream_id, stream, epoch)
+            self._take_epoch(stream, epoch)
             base = stream.sequence
             for step, index in batch.steps:
                 stream.steps[step] = base + index + 1
@@ -236,14 +256,21 @@ class InMemoryStreamManager(StreamManager):
                 created_at=stream.created_at,
                 updated_at=stream.updated_at,
                 epoch=stream.epoch,
+                holder=stream.holder,
             )
 
     def _transition(
-        self, stream_id: str, target: StreamStatus, allowed: frozenset[str], epoch: int | None = None
+        self,
+        stream_id: str,
+        target: StreamStatus,
+        allowed: frozenset[str],
+        epoch: int | None = None,
+        holder: str | None = None,
     ) -> _Stream | None:
         """Move the stream to ``target``; ``None`` when it already is there (a no-op)."""
         stream = self._require(stream_id)
-        self._check_epoch(stream_id, stream, epoch)
+        self._check_fence(stream_id, stream, epoch, holder)
+        self._take_epoch(stream, epoch)
         if stream.status == target:
             return None
         if stream.status not in allowed:
@@ -251,29 +278,33 @@ class InMemoryStreamManager(StreamManager):
         stream.status = target
         return stream
 
-    async def end_stream(self, stream_id: str, output: Any = None, *, epoch: int | None = None) -> None:
+    async def end_stream(
+        self, stream_id: str, output: Any = None, *, epoch: int | None = None, holder: str | None = None
+    ) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "ended", frozenset({"active", "paused"}), epoch)
+            stream = self._transition(stream_id, "ended", frozenset({"active", "paused"}), epoch, holder)
             if stream is not None:
                 stream.output = output
                 self._touch(stream)
 
-    async def fail_stream(self, stream_id: str, error: str, *, epoch: int | None = None) -> None:
+    async def fail_stream(
+        self, stream_id: str, error: str, *, epoch: int | None = None, holder: str | None = None
+    ) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "failed", frozenset({"active", "paused"}), epoch)
+            stream = self._transition(stream_id, "failed", frozenset({"active", "paused"}), epoch, holder)
             if stream is not None:
                 stream.error = str(error)
                 self._touch(stream)
 
-    async def pause_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
+    async def pause_stream(self, stream_id: str, *, epoch: int | None = None, holder: str | None = None) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "paused", frozenset({"active"}), epoch)
+            stream = self._transition(stream_id, "paused", frozenset({"active"}), epoch, holder)
             if stream is not None:
                 self._touch(stream)
 
-    async def resume_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
+    async def resume_stream(self, stream_id: str, *, epoch: int | None = None, holder: str | None = None) -> None:
         with self._lock:
-            stream = self._transition(stream_id, "active", frozenset({"paused"}), epoch)
+            stream = self._transition(stream_id, "active", frozenset({"paused"}), epoch, holder)
             if stream is not None:
                 self._touch(stream)
 

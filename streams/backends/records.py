@@ -32,7 +32,8 @@ def validate_stream_id(stream_id: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StreamInfo:
-    """Where a stream stands. ``total_chunks`` counts every chunk ever written to it."""
+    """Where a stream stands. ``total_chunks`` counts every chunk ever written to it; ``holder``
+    is the producer it was last opened for (``StreamManager.open_stream``), if any."""
 
     stream_id: str
     status: StreamStatus
@@ -43,6 +44,7 @@ class StreamInfo:
     created_at: int | None = None
     updated_at: int | None = None
     epoch: int = 0
+    holder: str | None = None
 
 
 @dataclass(slots=True)

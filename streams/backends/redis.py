@@ -64,6 +64,7 @@ class _LoopState:
     hub: TailHub
     reads: PageReads
     ensure: AsyncScript
+    open: AsyncScript
     append: AsyncScript
     transition: AsyncScript
     delete: AsyncScript
@@ -133,6 +134,7 @@ class RedisStreamManager(StreamManager):
                 hub=TailHub(client, retry_timeout=self.retry_timeout),
                 reads=PageReads(client, shared_up_to=self.page_size, timeout=self.socket_timeout),
                 ensure=client.register_script(redis_scripts.ENSURE),
+                open=client.register_script(redis_scripts.OPEN),
                 append=client.register_script(redis_scripts.append_script(self._ms(self.active_ttl), self.max_length)),
                 transition=client.register_script(redis_scripts.TRANSITION),
                 delete=client.register_script(redis_scripts.DELETE),
@@ -171,7 +173,9 @@ class RedisStreamManager(StreamManager):
             if message.startswith("HELIX_CLOSED"):
                 raise StreamClosedError(stream_id, message.split()[1]) from None
             if message.startswith("HELIX_SUPERSEDED"):
-                raise StreamSupersededError(stream_id, epoch, int(message.split()[1])) from None
+                parts = message.split(" ", 2)  # the stream's epoch, and its holder when that refused
+                holder = parts[2] if len(parts) > 2 else None
+                raise StreamSupersededError(stream_id, epoch, int(parts[1]), holder) from None
             raise
         except _NETWORK_ERRORS as exc:
             raise StreamUnavailableError(stream_id, f"Redis unreachable: {exc}") from exc
@@ -199,9 +203,23 @@ class RedisStreamManager(StreamManager):
         # restarts (a run starting, or one recording its failure) waits for it like a write does.
         await self._call_until_reachable(stream_id, lambda: state.ensure(keys, [now_ms(), self._ms(self.active_ttl)]))
 
-    async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int:
+    async def _open_stream(self, stream_id: str, holder: str) -> None:
         state = self._state()
-        args: list[Any] = ["" if epoch is None else epoch, batch.token or "", now_ms(), len(batch.payloads)]
+        keys = self._keys(stream_id)
+        args: list[str | int] = [holder, now_ms(), self._ms(self.active_ttl), self._channel(stream_id)]
+        await self._call_until_reachable(stream_id, lambda: state.open(keys, args))
+
+    async def _append(
+        self, stream_id: str, batch: WriteBatch, epoch: int | None = None, holder: str | None = None
+    ) -> int:
+        state = self._state()
+        args: list[Any] = [
+            "" if epoch is None else epoch,
+            holder or "",
+            batch.token or "",
+            now_ms(),
+            len(batch.payloads),
+        ]
         args += batch.payloads
         for step, index in batch.steps:
             args += (step, index)
@@ -209,11 +227,12 @@ class RedisStreamManager(StreamManager):
         call = self._call if batch.token is None else self._call_until_reachable
         return int(await call(stream_id, lambda: state.append(keys, args), epoch))
 
-    async def fence(self, stream_id: str, epoch: int) -> int:
+    async def fence(self, stream_id: str, epoch: int, *, holder: str | None = None) -> int:
         validate_stream_id(stream_id)
         state = self._state()
         keys = self._keys(stream_id)
-        return int(await self._call_until_reachable(stream_id, lambda: state.fence(keys, [epoch]), epoch))
+        args: list[str | int] = [epoch, holder or ""]
+        return int(await self._call_until_reachable(stream_id, lambda: state.fence(keys, args), epoch))
 
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None:
         state = self._state()
@@ -268,9 +287,11 @@ class RedisStreamManager(StreamManager):
         validate_stream_id(stream_id)
         state = self._state()
         key = self._keys(stream_id)[1]
-        fields = ("status", "seq", "error", "output", "created", "updated", "epoch")
+        fields = ("status", "seq", "error", "output", "created", "updated", "epoch", "holder")
         values = await self._call_idempotent(stream_id, lambda: state.client.hmget(key, fields))
-        status, seq, error, output, created, updated, epoch = (v if isinstance(v, bytes) else None for v in values)
+        status, seq, error, output, created, updated, epoch, holder = (
+            v if isinstance(v, bytes) else None for v in values
+        )
         if status is None or seq is None:
             return None
         return StreamInfo(
@@ -283,6 +304,7 @@ class RedisStreamManager(StreamManager):
             created_at=int(created) if created else None,
             updated_at=int(updated) if updated else None,
             epoch=int(epoch) if epoch else 0,
+            holder=holder.decode() if holder else None,
         )
 
     async def _transition(
@@ -294,11 +316,13 @@ class RedisStreamManager(StreamManager):
         value: bytes | str = "",
         clear: bool = False,
         epoch: int | None = None,
+        holder: str | None = None,
     ) -> None:
         state = self._state()
         ttl = self.ttl if target in TERMINAL else self.active_ttl
         args: list[bytes | str | int] = [
             "" if epoch is None else epoch,
+            holder or "",
             target,
             "," + ",".join(allowed) + ",",
             now_ms(),
@@ -311,19 +335,24 @@ class RedisStreamManager(StreamManager):
         keys = self._keys(stream_id)
         await self._call_until_reachable(stream_id, lambda: state.transition(keys, args), epoch)
 
-    async def end_stream(self, stream_id: str, output: Any = None, *, epoch: int | None = None) -> None:
+    async def end_stream(
+        self, stream_id: str, output: Any = None, *, epoch: int | None = None, holder: str | None = None
+    ) -> None:
         encoded = msgspec.json.encode(output) if output is not None else b""
         field = "output" if encoded else ""
-        await self._transition(stream_id, "ended", ("active", "paused"), field, encoded, epoch=epoch)
+        await self._transition(stream_id, "ended", ("active", "paused"), field, encoded, epoch=epoch, holder=holder)
 
-    async def fail_stream(self, stream_id: str, error: str, *, epoch: int | None = None) -> None:
-        await self._transition(stream_id, "failed", ("active", "paused"), "error", str(error), epoch=epoch)
+    async def fail_stream(
+        self, stream_id: str, error: str, *, epoch: int | None = None, holder: str | None = None
+    ) -> None:
+        allowed = ("active", "paused")
+        await self._transition(stream_id, "failed", allowed, "error", str(error), epoch=epoch, holder=holder)
 
-    async def pause_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
-        await self._transition(stream_id, "paused", ("active",), epoch=epoch)
+    async def pause_stream(self, stream_id: str, *, epoch: int | None = None, holder: str | None = None) -> None:
+        await self._transition(stream_id, "paused", ("active",), epoch=epoch, holder=holder)
 
-    async def resume_stream(self, stream_id: str, *, epoch: int | None = None) -> None:
-        await self._transition(stream_id, "active", ("paused",), epoch=epoch)
+    async def resume_stream(self, stream_id: str, *, epoch: int | None = None, holder: str | None = None) -> None:
+        await self._transition(stream_id, "active", ("paused",), epoch=epoch, holder=holder)
 
     async def reopen_stream(self, stream_id: str) -> None:
         await self._transition(stream_id, "active", ("ended", "failed", "paused"), clear=True)

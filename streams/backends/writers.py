@@ -1,9 +1,10 @@
 """The stream writer: how a producer puts chunks of one agent into one stream.
 
 A writer validates chunks (filling in its agent and a timestamp), stores them through the one
-store hook it needs (:class:`BatchStore`), fenced by its epoch, and tags every batch with a token
-so that a backend may retry an append without storing it twice. Each ``write`` returns once the
-chunk is stored; :mod:`streams.backends.buffered` holds the batching variant for high rates.
+store hook it needs (:class:`BatchStore`), fenced by its epoch and its holder, and tags every
+batch with a token so that a backend may retry an append without storing it twice. Each
+``write`` returns once the chunk is stored; :mod:`streams.backends.buffered` holds the batching
+variant for high rates.
 Writers are made by ``StreamManager.create_writer``.
 """
 
@@ -23,7 +24,9 @@ __all__ = ["BatchStore", "StreamWriter"]
 class BatchStore(Protocol):
     """What a writer needs of the store: the atomic append of a batch (``StreamManager._append``)."""
 
-    async def _append(self, stream_id: str, batch: WriteBatch, epoch: int | None = None) -> int: ...
+    async def _append(
+        self, stream_id: str, batch: WriteBatch, epoch: int | None = None, holder: str | None = None
+    ) -> int: ...
 
 
 class StreamWriter:
@@ -37,23 +40,25 @@ class StreamWriter:
         agent_type: str | None,
         *,
         epoch: int | None = None,
+        holder: str | None = None,
     ) -> None:
         self.manager = manager
         self.stream_id = stream_id
         self.agent_id = agent_id
         self.agent_type = agent_type
         self.epoch = epoch
+        self.holder = holder
         self.last_sequence: int | None = None
         self._closed = False
         self._writer_token = uuid.uuid4().hex[:12]
         self._batches = 0
 
     async def _store(self, batch: WriteBatch) -> int:
-        """Append ``batch`` under this writer's epoch, with a token that makes retries safe."""
+        """Append ``batch`` under this writer's epoch and holder, with a token that makes retries safe."""
         if batch.token is None:
             self._batches += 1
             batch.token = f"{self._writer_token}:{self._batches}"
-        return await self.manager._append(self.stream_id, batch, self.epoch)
+        return await self.manager._append(self.stream_id, batch, self.epoch, self.holder)
 
     def prepare(self, chunk: Chunk | Mapping[str, Any]) -> tuple[Chunk, bytes]:
         """Validate ``chunk``; a dict gets this writer's ``agentId``/``agentType`` and the current

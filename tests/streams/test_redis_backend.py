@@ -48,6 +48,9 @@ async def test_every_key_gets_the_ttl_once_the_stream_ends(
         assert all(100 < redis_client.ttl(k) <= 120 for k in keys)
         await manager.reopen_stream("s")  # a new run: no expiry while it is active
         assert [redis_client.ttl(k) for k in keys] == [-1, -1, -1]
+        await manager.end_stream("s")
+        await manager.open_stream("s", "run-2")  # a new run, as an executor starts it
+        assert [redis_client.ttl(k) for k in keys] == [-1, -1, -1]
     finally:
         await manager.aclose()
 
@@ -60,7 +63,7 @@ async def test_a_thousand_tailing_readers_share_at_most_four_connections(
         streams = [f"s{i}" for i in range(100)]
         writers = [await manager.create_writer(s, "a") for s in streams]
         readers = [await manager.create_resumable_reader(streams[i % 100]) for i in range(1000)]
-        tasks = [asyncio.ensure_future(_count(r)) for r in readers]  # type: ignore[arg-type]
+        tasks = [asyncio.ensure_future(_count(r)) for r in readers]
         await asyncio.sleep(0.5)  # every reader is now tailing
         for writer in writers:
             await writer.write_many(texts(3))

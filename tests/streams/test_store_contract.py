@@ -430,6 +430,77 @@ async def test_a_newer_epoch_takes_the_stream_by_writing_and_epochs_outlive_runs
         await manager.fence("nope", 1)
 
 
+async def test_a_deleted_streams_writers_store_nothing_in_the_stream_created_again(manager: StreamManager) -> None:
+    """A session deleted while its run writes, and created again by a new run: the new stream's
+    epochs start over, so only its holder tells it from the old one."""
+    await manager.open_stream("x", "run-1")
+    old = await manager.create_writer("x", "run-1", epoch=1, holder="run-1")
+    buffered = await manager.create_writer(
+        "x", "run-1", buffered=True, flush_size=1000, flush_interval=60, epoch=1, holder="run-1"
+    )
+    assert await manager.fence("x", 1, holder="run-1") == 0
+    assert await old.write(text("old")) == 1
+    await buffered.write_many(texts(3, "buffered"))
+    assert await manager.delete_stream("x")
+    late = await manager.create_writer("x", "run-1", epoch=1, holder="run-1")  # an error report, say
+    with pytest.raises(StreamNotFoundError):
+        await late.write(text("error"))
+    assert await manager.get_stream_info("x") is None  # a writer with a holder creates no stream
+
+    await manager.open_stream("x", "run-2")
+    new = await manager.create_writer("x", "run-2", epoch=1, holder="run-2")
+    assert await manager.fence("x", 1, holder="run-2") == 0
+    assert await new.write(text("new")) == 1
+    for refused in (
+        old.write(text("late")),
+        old.write_many(texts(2, "late")),
+        old.begin_step(2),
+        buffered.flush(),
+        late.write(text("error")),
+        manager.fence("x", 2, holder="run-1"),
+        manager.pause_stream("x", epoch=9, holder="run-1"),  # a newer epoch changes nothing
+        manager.fail_stream("x", "the old run's error", epoch=1, holder="run-1"),
+        manager.end_stream("x", output="the old answer", epoch=1, holder="run-1"),
+    ):
+        with pytest.raises(StreamSupersededError) as info:
+            await refused
+        assert (info.value.holder, info.value.code) == ("run-2", "EXECUTOR_SUPERSEDED")
+    state = await manager.get_stream_info("x")
+    assert state is not None and (state.status, state.latest_sequence, state.epoch) == ("active", 1, 1)
+    assert (state.error, state.holder) == (None, "run-2")  # nothing of the old run's error either
+    assert [c.delta for c, _ in await manager.get_all_chunks("x")] == ["new"]  # type: ignore[union-attr]
+    assert await manager.get_chunks_from_step("x", 2) == []
+    await manager.end_stream("x", output="the new answer", epoch=1, holder="run-2")
+    ended = await manager.get_stream_info("x")
+    assert ended is not None and (ended.status, ended.output) == ("ended", "the new answer")
+
+
+async def test_opening_a_stream_for_the_next_run_shuts_the_run_before_out(manager: StreamManager) -> None:
+    await manager.open_stream("o", "run-1")
+    first = await manager.create_writer("o", "run-1", epoch=1, holder="run-1")
+    assert await first.write(text("a")) == 1
+    await manager.fail_stream("o", "boom", epoch=1, holder="run-1")
+    await manager.open_stream("o", "run-2")  # the session's next run: sequences go on
+    state = await manager.get_stream_info("o")
+    assert state is not None
+    assert (state.status, state.latest_sequence, state.error, state.holder) == ("active", 1, None, "run-2")
+    for refused in (first.write(text("late")), manager.end_stream("o", epoch=1, holder="run-1")):
+        with pytest.raises(StreamSupersededError):
+            await refused
+    second = await manager.create_writer("o", "run-2", epoch=2, holder="run-2")
+    assert await second.write(text("b")) == 2
+    unbound = await manager.create_writer("o", "tool")
+    assert await unbound.write(text("c")) == 3  # a writer without a holder is not checked
+    await manager.open_stream("o", "run-2")  # again, as a retry would: nothing changes
+    assert await second.write(text("d")) == 4
+    plain = await manager.create_writer("p", "agent")  # a stream never opened for a holder
+    await plain.write(text("e"))
+    bound = await manager.create_writer("p", "run-9", holder="run-9")
+    assert await bound.write(text("f")) == 2
+    with pytest.raises(ValidationError):
+        await manager.open_stream("o", "")
+
+
 async def test_marks_of_alive_runs_lapse_after_their_time_unless_renewed(manager: StreamManager) -> None:
     assert await manager.alive([]) == set()
     await manager.mark_alive(["r1", "r2"], 0.3)

@@ -126,9 +126,12 @@ class RunLoop:
             session = await self.recorder.load_session(self.session_id)
             messages, state = session.messages, session.state
         self.messages, self.state, self.message_id = list(messages), dict(state), message_id
+        # An attempt's loop (fenced by its epoch) writes as its run's: once the stream is open for
+        # another run, or was deleted with the session, nothing of this one lands in it.
+        holder = self.run_id if self.epoch is not None else None
         self._writer = RunWriter(
             await self.streams.create_writer(
-                self.session_id, self.agent_id, self.agent.name, buffered=True, epoch=self.epoch
+                self.session_id, self.agent_id, self.agent.name, buffered=True, epoch=self.epoch, holder=holder
             )
         )
         try:

@@ -174,7 +174,7 @@ class Broken(InProcessExecutor):
 
 
 class NoStreams(InMemoryStreamManager):
-    async def create_writer(self, *args: Any, **kwargs: Any) -> Any:
+    async def open_stream(self, *args: Any, **kwargs: Any) -> Any:
         raise OSError("disk full")
 
 
