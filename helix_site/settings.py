@@ -3,7 +3,7 @@
 Environment variables (the ops interface): ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``,
 ``DJANGO_ALLOWED_HOSTS``, ``DATABASE_URL`` (default: a SQLite file), ``REDIS_URL``,
 ``HELIX_STREAM_BACKEND`` (``memory`` | ``redis``), ``HELIX_EXECUTOR`` (``inprocess`` |
-``celery``). The README has the full table.
+``celery``). ``docs/settings.md`` has the full table.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "django-insecure-helix-development-key-change-me")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+# A CSRF cookie JavaScript cannot read, as many sites keep it: the page hands the helpers its
+# token in a meta tag ({% helix_csrf_meta %}).
+CSRF_COOKIE_HTTPONLY = env_bool("DJANGO_CSRF_COOKIE_HTTPONLY", False)
 
 INSTALLED_APPS = [
     "daphne",

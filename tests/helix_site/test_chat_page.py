@@ -61,8 +61,14 @@ def test_reload_mid_answer_completes_it_exactly_once(browser: Browser, test_data
         page.close()
 
 
-def test_approve_in_the_page_and_a_client_tool_in_the_browser(browser: Browser, test_database: str) -> None:  # noqa: F811
-    env = {**ENV, "DATABASE_URL": test_database}
+@pytest.mark.parametrize("httponly", [False, True], ids=["readable-csrf-cookie", "httponly-csrf-cookie"])
+def test_approve_in_the_page_and_a_client_tool_in_the_browser(
+    browser: Browser,  # noqa: F811
+    test_database: str,
+    httponly: bool,
+) -> None:
+    """With an HttpOnly CSRF cookie the page hands the helpers its token in a meta tag."""
+    env = {**ENV, "DATABASE_URL": test_database, "DJANGO_CSRF_COOKIE_HTTPONLY": "1" if httponly else "0"}
     with serve_site(env) as port:
         page = browser.new_page(timezone_id="Europe/Lisbon")
         errors: list[str] = []

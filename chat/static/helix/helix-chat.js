@@ -11,19 +11,24 @@
 //   });
 //
 // Every request goes to the single-path layout /api/chat/<session id>: POST starts or continues
-// a run, GET resumes it. Browsers send the CSRF token from the csrftoken cookie; API clients pass
-// `headers: {Authorization: "Token …"}`.
+// a run, GET resumes it. Browsers send the CSRF token from the csrftoken cookie, else from the
+// page's <meta name="csrf-token"> ({% helix_csrf_meta %}), else `csrfToken` in the options; API
+// clients pass `headers: {Authorization: "Token …"}`.
 
 const DEFAULT_BASE = "/api/chat";
 
-/** The CSRF token Django set in the `csrftoken` cookie (browsers only). */
+/**
+ * The page's CSRF token (browsers only): from Django's `csrftoken` cookie, else from
+ * `<meta name="csrf-token">` ({% load helix %}{% helix_csrf_meta %}), which a site whose cookie
+ * JavaScript cannot read (CSRF_COOKIE_HTTPONLY, CSRF_USE_SESSIONS) puts in its page.
+ */
 export function csrfToken(cookieName = "csrftoken") {
-  if (typeof document === "undefined" || !document.cookie) return undefined;
-  for (const part of document.cookie.split(";")) {
+  if (typeof document === "undefined") return undefined;
+  for (const part of (document.cookie || "").split(";")) {
     const [name, ...rest] = part.trim().split("=");
     if (name === cookieName) return decodeURIComponent(rest.join("="));
   }
-  return undefined;
+  return document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") || undefined;
 }
 
 function toObject(headers) {

@@ -2,12 +2,12 @@
 // Helix helpers. Reload mid-answer: the page loads the snapshot and resumes the stream.
 import { AbstractChat, DefaultChatTransport } from "./vendor/ai.js";
 import {
-  createClientToolHandler, createResyncHandler, loadHelixSnapshot, prepareHelixChatRequest,
+  createClientToolHandler, createResyncHandler, csrfToken, loadHelixSnapshot, prepareHelixChatRequest,
   prepareHelixReconnectRequest, shouldResume,
 } from "../helix/helix-chat.js";
 
 const $ = (id) => document.getElementById(id);
-const csrf = document.querySelector("script[data-csrf]").dataset.csrf;
+const csrf = csrfToken();  // the cookie's, or the page's meta tag when the cookie is HttpOnly
 const params = new URLSearchParams(location.search);
 const sessionId = params.get("session") ?? crypto.randomUUID();
 if (!params.get("session")) history.replaceState(null, "", `?session=${sessionId}`);
