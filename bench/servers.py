@@ -19,6 +19,8 @@ HOST = "127.0.0.1"
 SERVERS = ("daphne", "uvicorn")
 #: Listen backlog: a reconnect storm is thousands of connections at once.
 BACKLOG = 8192
+#: Processes of a gunicorn server (each a uvicorn worker on the same port).
+GUNICORN_WORKERS = 2
 
 
 def free_port() -> int:
@@ -61,6 +63,23 @@ def server_command(server: str, app: str, port: int) -> list[str]:
             "--lifespan",
             "off",
             "--no-access-log",
+            "--log-level",
+            "warning",
+        ]
+    if server == "gunicorn":  # gunicorn with uvicorn workers: a common production setup
+        return [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            app,
+            "--worker-class",
+            "uvicorn_worker.UvicornWorker",
+            "--workers",
+            str(GUNICORN_WORKERS),
+            "--bind",
+            f"{HOST}:{port}",
+            "--backlog",
+            str(BACKLOG),
             "--log-level",
             "warning",
         ]

@@ -41,8 +41,9 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, output
             time.sleep(0.05)
 
 
-#: The ASGI servers Helix supports; Daphne is the default.
-SERVERS = ("daphne", "uvicorn")
+#: The ASGI servers Helix supports; Daphne is the default. gunicorn runs uvicorn workers, two
+#: processes on one port.
+SERVERS = ("daphne", "uvicorn", "gunicorn")
 
 
 @contextmanager
