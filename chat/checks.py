@@ -156,6 +156,30 @@ def check_chat_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     ]
 
 
+@register("helix", deploy=True)
+def check_helix_queue(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``check --deploy``: runs go to Helix's own queue; a site whose Celery default queue is
+    another one needs its workers started with ``-Q`` naming it, or chats are refused
+    (503 EXECUTOR_UNAVAILABLE)."""
+    if helix_settings.EXECUTOR != "celery":
+        return []
+    from celery import current_app
+
+    queue = str(helix_settings.CELERY_QUEUE)
+    default = current_app.conf.task_default_queue
+    if default == queue:
+        return []
+    return [
+        Warning(
+            f"Helix sends runs to the Celery queue {queue!r}, which is not this site's default queue "
+            f"({default!r}): a worker started without -Q consumes only the default one, and chats are "
+            "refused while no worker consumes Helix's.",
+            hint=f"Start a worker with `celery -A <your app> worker -Q {queue}` (or -Q {default},{queue}).",
+            id="helix.W112",
+        )
+    ]
+
+
 def _broker_transport() -> list[CheckMessage]:
     if helix_settings.EXECUTOR != "celery":
         return []

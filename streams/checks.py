@@ -89,7 +89,7 @@ def check_helix_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
         errors.append(
             Error(
                 f"HELIX['EXECUTOR'] must be one of {', '.join(EXECUTORS)}, not {helix_settings.EXECUTOR!r}.",
-                hint="Set HELIX_EXECUTOR to 'inprocess' or 'celery'.",
+                hint="Set HELIX['EXECUTOR'] to 'inprocess' or 'celery'.",
                 id="helix.E007",
             )
         )

@@ -16,7 +16,7 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
         "SCRIPTED_DELAY_MS": "20-40",      # per-token delay of the scripted demo model
         "AUTHENTICATION_CLASSES": None,    # DRF classes; None: REST_FRAMEWORK's defaults
         "PERMISSION_CLASSES": None,        # DRF classes; None: REST_FRAMEWORK's defaults
-        "THROTTLE_CLASSES": ["chat.http.throttling.ChatPostThrottle"],
+        "THROTTLE_CLASSES": None,          # DRF classes; None: Helix's chat POST throttle
         "THROTTLE_RATES": {"helix_chat": "30/minute"},   # chat POSTs per caller
         "THROTTLE_CACHE": None,            # cache alias; None: the stream Redis when streams are there
         "ALLOW_ANONYMOUS": False,          # visitors without an account may chat
@@ -35,7 +35,7 @@ Read values through :data:`helix_settings` (``helix_settings.STREAMS``); it is r
                                            # must be complete this soon; None: no deadline
         "CONTENT_REPLAY": True,            # resumed streams replay the in-flight content
         "DOUBLE_TEXTING": "reattach",      # a POST while a run is in flight: reject, reattach,
-                                           # interrupt or enqueue (see chat.http.double_texting)
+                                           # interrupt or enqueue
         "DOUBLE_TEXTING_WAIT_SECONDS": 30.0,  # how long interrupt/enqueue wait for the run to end
         "RUN_TIME_LIMIT_SECONDS": 1800,    # a run still going after this long fails
         "LEASE_SECONDS": 4.0,              # a run whose worker is silent this long is taken over
@@ -74,7 +74,7 @@ DEFAULTS: dict[str, Any] = {
     "SCRIPTED_DELAY_MS": "20-40",
     "AUTHENTICATION_CLASSES": None,
     "PERMISSION_CLASSES": None,
-    "THROTTLE_CLASSES": ["chat.http.throttling.ChatPostThrottle"],
+    "THROTTLE_CLASSES": None,
     "THROTTLE_RATES": {"helix_chat": "30/minute"},
     "THROTTLE_CACHE": None,
     "ALLOW_ANONYMOUS": False,

@@ -34,7 +34,7 @@ def _chunk_of(item: Any) -> Chunk:
 
 def _type_of(item: Any) -> str:
     chunk: Any = _chunk_of(item)
-    return chunk.type if isinstance(chunk, UnknownChunk) else chunk.__struct_config__.tag  # type: ignore[no-any-return]
+    return chunk.type if isinstance(chunk, UnknownChunk) else chunk.__struct_config__.tag
 
 
 async def filter_with(stream: AsyncIterable[T], predicate: Callable[[Chunk], bool]) -> AsyncIterator[T]:

@@ -19,6 +19,32 @@ ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = os.environ.get("HELIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
+#: Fixtures that mean a test starts processes of its own (servers, workers, Node clients).
+LIVE_FIXTURES = {"test_database", "chat_client", "live_client"}
+TIERS_BY_PATH = {"chaos": "chaos", "host": "host"}
+BROWSER_MODULES = {"test_chat_page.py", "test_demo_page.py"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's tiers, from where it lives and what it uses (see ``markers`` in pyproject.toml)."""
+    for item in items:
+        path = Path(str(item.path)).relative_to(ROOT).parts
+        names = set(getattr(item, "fixturenames", ()))
+        tiers = set()
+        if len(path) > 2 and path[1] in TIERS_BY_PATH:
+            tiers.add(TIERS_BY_PATH[path[1]])
+        if path[-1] in BROWSER_MODULES:
+            tiers.add("browser")
+        if names & LIVE_FIXTURES:
+            tiers.add("live")
+        if names & {"redis_url", "backend_factory"}:  # the backend factory's Redis is asked for late
+            tiers.add("redis")
+        if item.get_closest_marker("django_db") is not None:
+            tiers.add("postgres")
+        for tier in sorted(tiers or {"unit"}):
+            item.add_marker(tier)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """The test Redis; fails loudly when it is not running."""

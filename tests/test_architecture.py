@@ -111,6 +111,26 @@ def test_packages_import_only_the_layers_below(layer: str) -> None:
     assert upward == []
 
 
+#: Within the Django app: each part may not import the parts named after it (the state layer is
+#: below the HTTP edge and the services that build it; the bottom layer names none of them).
+CHAT_PARTS = {
+    "chat.state": ("chat.http", "chat.services", "chat.admin", "chat.tasks", "chat.urls"),
+    "chat.ai_sdk": ("chat.http", "chat.services", "chat.admin", "chat.urls"),
+}
+
+
+@pytest.mark.parametrize("part", sorted(CHAT_PARTS))
+def test_the_apps_lower_parts_do_not_import_its_edge(part: str) -> None:
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if module == part or module.startswith(part + ".")
+        for target in targets
+        if any(target == top or target.startswith(top + ".") for top in CHAT_PARTS[part])
+    )
+    assert upward == []
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]

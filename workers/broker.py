@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 REDIS_FULL = (OutOfMemoryError, ExecAbortError)
 
 
-class RedisFullQoS(kombu_redis.QoS):  # type: ignore[misc]
+class RedisFullQoS(kombu_redis.QoS):
     """kombu's acknowledgement emulation, with Redis's refusals while full logged, not raised."""
 
     def append(self, message: Any, delivery_tag: str) -> None:
@@ -66,11 +66,11 @@ class RedisFullQoS(kombu_redis.QoS):  # type: ignore[misc]
             virtual.QoS.ack(self, delivery_tag)
 
 
-class RedisChannel(kombu_redis.Channel):  # type: ignore[misc]
+class RedisChannel(kombu_redis.Channel):
     QoS = RedisFullQoS
 
 
-class RedisTransport(kombu_redis.Transport):  # type: ignore[misc]
+class RedisTransport(kombu_redis.Transport):
     """kombu's Redis transport with :class:`RedisFullQoS`."""
 
     Channel = RedisChannel

@@ -60,7 +60,7 @@ def install() -> None:
 
     reactor: Any = twisted_reactor  # the installed reactor (Twisted's stubs type the interface)
 
-    class LimitedRequest(http_protocol.WebRequest):  # type: ignore[misc, name-defined]
+    class LimitedRequest(http_protocol.WebRequest):  # type: ignore[misc]
         """Daphne's request, refusing a body past the limit while it arrives."""
 
         _received = 0
@@ -104,7 +104,7 @@ def install() -> None:
             transport.loseWriteConnection()
             reactor.callLater(LINGER_SECONDS, transport.abortConnection)
 
-    class LimitedHTTPFactory(http_protocol.HTTPFactory):  # type: ignore[misc, name-defined]
+    class LimitedHTTPFactory(http_protocol.HTTPFactory):  # type: ignore[misc]
         """Daphne's connection factory, with a deadline for the first request's headers."""
 
         def buildProtocol(self, addr: Any) -> Any:

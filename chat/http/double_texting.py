@@ -82,7 +82,7 @@ class DoubleTexting:
             raise ConfigurationError(f"DOUBLE_TEXTING must be one of {', '.join(POLICIES)}, not {policy!r}")
         if policy == "interrupt" and stop is None:
             raise ConfigurationError("The interrupt policy needs a way to stop runs")
-        self.policy: Policy = policy  # type: ignore[assignment]
+        self.policy: Policy = policy
         self.wait_seconds = wait_seconds
         self.stop = stop
 

@@ -9,7 +9,8 @@ renders every :class:`~streams.exceptions.HelixError` and DRF error as ``{"error
 
 The view's classes are DRF's attributes. Unless a view sets its own (a subclass, or arguments to
 ``as_view()``), they come from ``HELIX`` and, where that says nothing, the site's
-``REST_FRAMEWORK`` defaults, read when the request is made. ``HelixCaller`` is always applied
+``REST_FRAMEWORK`` defaults (for throttles, Helix's chat POST throttle), read when the request is
+made. ``HelixCaller`` is always applied
 after the permission classes.
 
 ``initial()`` and the ownership check of the session in the URL run together in one call on a
@@ -30,7 +31,6 @@ from django.db import InterfaceError, OperationalError, connections, transaction
 from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
-from redis.exceptions import RedisError
 from rest_framework import exceptions
 from rest_framework.authentication import CSRFCheck
 from rest_framework.permissions import BasePermission
@@ -53,7 +53,7 @@ from chat.http.authentication import TokenAuthentication
 from chat.session_ids import canonical_session_id
 from chat.state.db import ReadAhead, together
 from streams.conf import helix_settings
-from streams.exceptions import HelixError, StreamUnavailableError, ValidationError
+from streams.exceptions import HelixError, ValidationError
 from workers.exceptions import DatabaseUnavailableError
 
 __all__ = [
@@ -66,6 +66,14 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+#: What a browser's request refused for its CSRF token should do instead.
+CSRF_HINT = (
+    "Send the page's CSRF token in the X-CSRFToken header: the Helix helpers read it from the "
+    "csrftoken cookie, or, where the site keeps it from JavaScript (CSRF_COOKIE_HTTPONLY, "
+    'CSRF_USE_SESSIONS), from <meta name="csrf-token"> ({% load helix %}{% helix_csrf_meta %}) '
+    "or their csrfToken option"
+)
 
 
 def _classes(setting: Any, default: Sequence[Any]) -> list[Any]:
@@ -98,9 +106,6 @@ def _as_helix_error(exc: Exception) -> HelixError | None:
     if isinstance(exc, (OperationalError, InterfaceError)):  # a sync view's query: as db() does
         logger.warning("the database failed a request: %s: %s", type(exc).__name__, exc)
         return DatabaseUnavailableError()
-    if isinstance(exc, RedisError):  # the Redis of throttling or a cache: the stream store's too, most often
-        logger.warning("Redis failed a request: %s: %s", type(exc).__name__, exc)
-        return StreamUnavailableError("-", "The stream store is unavailable; try again shortly")
     if isinstance(exc, Http404):
         return SessionNotFoundError(str(exc) or "Not found")
     if isinstance(exc, exceptions.Throttled):
@@ -113,7 +118,9 @@ def _as_helix_error(exc: Exception) -> HelixError | None:
         return AuthenticationFailedError(str(exc.detail))
     if isinstance(exc, exceptions.PermissionDenied):
         detail = str(exc.detail)
-        return CsrfFailedError(detail) if detail.startswith("CSRF Failed") else PermissionDeniedError(detail)
+        if detail.startswith("CSRF Failed"):
+            return CsrfFailedError(f"{detail}. {CSRF_HINT}")
+        return PermissionDeniedError(detail)
     if isinstance(exc, exceptions.MethodNotAllowed):
         return MethodNotAllowedError(str(exc.detail))
     if isinstance(exc, exceptions.APIException):
@@ -144,11 +151,12 @@ class _FromSettings:
     read when a request asks, so that a view's own list (a subclass's attribute, or an
     ``as_view()`` argument, which DRF sets on the instance) replaces it as DRF's would."""
 
-    def __init__(self, setting: str, default: str) -> None:
+    def __init__(self, setting: str, default: str | list[str]) -> None:
         self.setting, self.default = setting, default
 
     def __get__(self, instance: Any, owner: Any = None) -> list[Any]:
-        return _classes(getattr(helix_settings, self.setting), getattr(api_settings, self.default))
+        default = self.default if isinstance(self.default, list) else getattr(api_settings, self.default)
+        return _classes(getattr(helix_settings, self.setting), default)
 
 
 class HelixAccessMixin:
@@ -156,8 +164,12 @@ class HelixAccessMixin:
 
     authentication_classes: Any = _FromSettings("AUTHENTICATION_CLASSES", "DEFAULT_AUTHENTICATION_CLASSES")
     permission_classes: Any = _FromSettings("PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES")
-    throttle_classes: Any = _FromSettings("THROTTLE_CLASSES", "DEFAULT_THROTTLE_CLASSES")
+    #: Unless set, Helix's chat POST throttle only (not the site's default throttles).
+    throttle_classes: Any = _FromSettings("THROTTLE_CLASSES", ["chat.http.throttling.ChatPostThrottle"])
     renderer_classes: Any = (JSONRenderer,)
+    #: Left out of the site's own OpenAPI schema (DRF's or drf-spectacular's): Helix describes its
+    #: API in its own, at ``schema`` under its prefix (:mod:`chat.openapi`).
+    schema: Any = None
     #: The endpoint counts against ``ChatPostThrottle`` (chat POSTs only).
     throttled_post = False
 
@@ -252,13 +264,12 @@ class HelixAPIView(HelixAccessMixin, APIView):
         except Exception as exc:
             response = self.handle_exception(exc)
         try:
-            return self.finalize_response(drf_request, response, *args, **kwargs)  # type: ignore[no-any-return]
+            return self.finalize_response(drf_request, response, *args, **kwargs)
         finally:
             # DRF's request refers to itself and to the view (its parser context), and Django's
             # View.setup() binds ``head`` to the view's own ``get``: unlinked, the request, the
             # view, the user and the rest go as soon as the request is done, instead of waiting as
-            # garbage for the cyclic collector (30 objects per resume, 150,000 in a 5,000-stream
-            # storm, each walked by every collection until then).
+            # garbage for the cyclic collector, which walks them with every collection until then.
             drf_request.parser_context.clear()
             self.__dict__.pop("head", None)
 

@@ -13,16 +13,21 @@ process. Sites replace or extend it with ``HELIX["THROTTLE_CLASSES"]`` like any 
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from django.core.cache import BaseCache, cache, caches
 from django.core.cache.backends.redis import RedisCache
 from django.core.signals import setting_changed
+from redis.exceptions import RedisError
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from streams.conf import helix_settings
+from streams.exceptions import StreamUnavailableError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ChatPostThrottle", "throttle_cache"]
 
@@ -75,7 +80,11 @@ class ChatPostThrottle(SimpleRateThrottle):
         if request.method != "POST" or not getattr(view, "throttled_post", False):
             return True
         self._configure()
-        return super().allow_request(request, view)
+        try:
+            return super().allow_request(request, view)
+        except RedisError as exc:  # its counters are out of reach: refuse, typed, rather than count nothing
+            logger.warning("the chat rate limit's cache failed: %s: %s", type(exc).__name__, exc)
+            raise StreamUnavailableError("-", "The rate limit's store is unavailable; try again shortly") from exc
 
     def get_cache_key(self, request: Any, view: Any) -> str:
         user = request.user

@@ -293,7 +293,7 @@ class SessionPagination(pagination.LimitOffsetPagination):
     max_limit = 100
 
 
-class SessionListView(HelixAccessMixin, generics.ListAPIView):  # type: ignore[type-arg,misc]
+class SessionListView(HelixAccessMixin, generics.ListAPIView):  # type: ignore[type-arg]
     """GET: the caller's sessions, most recently active first."""
 
     serializer_class = SessionSerializer

@@ -1,9 +1,9 @@
 """Hot reads compiled once: the ORM builds a read's SQL once per database, then each call runs
 that SQL with its parameter.
 
-Building a query is most of what a small read costs in Django: on a slow machine 0.65-1 ms for
-a one-row lookup whose SQL runs in 36 µs. The resume of a stream makes one such read per
-request, and a reconnect storm is thousands of resumes at once, so that read is compiled here.
+Building a query is most of what a small read costs in Django: many times what its SQL takes to
+run. The resume of a stream makes one such read per request, and a reconnect storm is thousands
+of resumes at once, so that read is compiled here.
 The SQL is still Django's (the table names, quoting and placeholders of the site's database,
 chosen by its routers), and each value goes through the converters the ORM would apply (the
 backend's and the field's: a SQLite datetime comes back aware, a UUID as a UUID). A query whose

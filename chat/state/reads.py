@@ -68,7 +68,7 @@ def latest_runs(keys: Sequence[str]) -> QuerySet[ChatSession]:
     # and then read by its key: a resume costs the same however many runs its session has had.
     # (Keeping those of the sessions' runs that are their session's latest instead looks up the
     # latest once for every run of the session.) PostgreSQL may plan it as a hash join over all
-    # runs while that table is small: a few ms a hop at worst (see the README's benchmark).
+    # runs while that table is small: a few ms a hop at worst (see docs/benchmarks.md).
     latest = Run.objects.filter(session_id=OuterRef("pk")).latest_first().values("pk")[:1]
     return (
         ChatSession.objects.filter(pk__in=keys).annotate(latest_run=Subquery(latest)).filter(runs__pk=F("latest_run"))

@@ -361,7 +361,7 @@ Chunk: TypeAlias = (
     | ExecutorSuperseded
 )
 
-CHUNK_CLASSES: tuple[type[_ChunkBase], ...] = Chunk.__args__  # type: ignore[attr-defined]
+CHUNK_CLASSES: tuple[type[_ChunkBase], ...] = Chunk.__args__
 CHUNK_TYPES: dict[str, type[_ChunkBase]] = {str(cls.__struct_config__.tag): cls for cls in CHUNK_CLASSES}
 """Every chunk class by its wire ``type``."""
 

@@ -1,5 +1,5 @@
 """The fault suite's table: what each fault test saw, printed at the end of the run (by
-``tests/chaos/conftest.py``) in the form the README's reliability section quotes."""
+``tests/chaos/conftest.py``) in the form docs/reliability.md quotes."""
 
 from __future__ import annotations
 

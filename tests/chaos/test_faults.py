@@ -5,7 +5,7 @@ After each fault the same things must hold: every client ended within 5 s of the
 (or of its run's end, when the run carried on past the fault with nothing lost), with the answer or
 a typed error, and with ``data: [DONE]``; no run left non-terminal past twice the
 lease after that; no process of the topology died; no message stored twice; the web processes'
-memory flat. The README's reliability section quotes the table these tests make true.
+memory flat. docs/reliability.md quotes the table these tests make true.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def topology(request: pytest.FixtureRequest, test_database: str) -> Iterator[Top
             "HELIX_SERVER_HEADER_TIMEOUT_SECONDS": "3",
             "HELIX_SLOW_CLIENT_TIMEOUT": "10",
             "HELIX_REDIS_RETRY_TIMEOUT": str(RETRY_WINDOW),
-            # As the README advises: a stall past this fails the statement, instead of holding a
+            # As docs/deployment.md advises: a stall past this fails the statement, instead of holding a
             # request or a run for as long as the stall lasts.
             "PGOPTIONS": f"-c statement_timeout={STATEMENT_TIMEOUT}s",
         },

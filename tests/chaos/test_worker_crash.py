@@ -90,7 +90,7 @@ def _shown(messages: list[dict[str, object]]) -> list[object]:
     """What a page shows of an answer: the content of its parts, without ids or transient data."""
     from tests.chat.ai_sdk.scenario import content_view, last_reply
 
-    view = content_view(last_reply(messages))  # type: ignore[arg-type]
+    view = content_view(last_reply(messages))
     return [
         {k: v for k, v in part.items() if k not in ("id", "toolCallId", "state")}
         for part in view["parts"]

@@ -92,3 +92,24 @@ def test_kombus_own_redis_transport_is_a_warning(settings: Any) -> None:
         assert ids(DEBUG=True, HELIX=celery_helix) == []
     finally:
         conf.CELERY_BROKER_URL, conf.CELERY_BROKER_TRANSPORT = previous
+
+
+def test_a_helix_queue_that_is_not_the_default_one_is_a_deploy_warning(settings: Any) -> None:
+    from celery import current_app
+
+    from chat.checks import check_helix_queue
+
+    def ids(**overrides: Any) -> list[str]:
+        with override_settings(**overrides):
+            return [m.id for m in check_helix_queue()]  # type: ignore[misc]
+
+    conf = current_app.conf
+    previous = conf.task_default_queue
+    try:
+        conf.CELERY_TASK_DEFAULT_QUEUE = "celery"  # a site's own Celery app, as most are
+        assert ids(DEBUG=True, HELIX=helix(settings, EXECUTOR="celery", CELERY_QUEUE="helix")) == ["helix.W112"]
+        assert ids(DEBUG=True, HELIX=helix(settings, EXECUTOR="inprocess")) == []
+        conf.CELERY_TASK_DEFAULT_QUEUE = "helix"
+        assert ids(DEBUG=True, HELIX=helix(settings, EXECUTOR="celery", CELERY_QUEUE="helix")) == []
+    finally:
+        conf.CELERY_TASK_DEFAULT_QUEUE = previous

@@ -51,6 +51,14 @@ ORDER_ANSWER = "Order 4711 has shipped."
 # -- the wheel and its virtualenv ------------------------------------------------------------------
 
 
+def dev_pin(package: str) -> str:
+    """``package==<version>`` as requirements-dev.txt pins it (the shop's own tools)."""
+    for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
+        if line.lower().startswith(f"{package.lower()}=="):
+            return line.strip()
+    raise AssertionError(f"{package} is not pinned in requirements-dev.txt")
+
+
 def run(argv: list[str], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """``argv`` to completion; fails the test with its output when it fails or overruns."""
     try:
@@ -94,7 +102,7 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     run([sys.executable, "-m", "venv", str(path)], timeout=60)
     run(
         [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "-c", str(constraints), str(wheel), "psycopg[binary]", "daphne"],
+         "-c", str(constraints), str(wheel), "psycopg[binary]", "daphne", dev_pin("drf-spectacular")],
         timeout=300,
         cwd=base,
     )  # fmt: skip
@@ -349,6 +357,10 @@ print(json.dumps({
 def test_the_host_project_checks_migrates_and_finds_the_static_helpers(host: Host) -> None:
     check = host.manage("check")
     assert "System check identified no issues (0 silenced)." in check.stdout, check.stdout + check.stderr
+    # The shop's OpenAPI schema (drf-spectacular, failing on any warning) gains nothing from Helix.
+    schema = host.workdir / "openapi.yaml"
+    built = host.manage("spectacular", "--fail-on-warn", "--file", str(schema))
+    assert built.returncode == 0 and "/assistant/" not in schema.read_text(), built.stdout + built.stderr
     # Every Helix app sets its default_auto_field and ships all its migrations: the host, which
     # sets no DEFAULT_AUTO_FIELD, has nothing to make.
     makemigrations = host.manage("makemigrations", "--check", "--dry-run")

@@ -145,7 +145,7 @@ async def test_paginated_loading(store: InMemoryStateStore) -> None:
     assert await load_ui_messages(store, "unknown") == ([], False)
     for bad in ({"offset": -1}, {"limit": 0}, {"limit": 10_000}, {"offset": "1"}):
         with pytest.raises(ValidationError):
-            await load_ui_messages(store, "s", **bad)  # type: ignore[arg-type]
+            await load_ui_messages(store, "s", **bad)
 
 
 async def test_load_all_never_splits_a_call_from_its_result(store: InMemoryStateStore) -> None:

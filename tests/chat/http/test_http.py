@@ -81,6 +81,7 @@ async def test_authentication_csrf_and_tokens() -> None:
     await sync_to_async(browser.force_login)(user)
     refused = await post(browser, session_id, {"message": "hi"})  # no CSRF token
     assert (refused.status_code, refused.json()["code"]) == (403, "CSRF_FAILED")
+    assert "X-CSRFToken" in refused.json()["error"] and "helix_csrf_meta" in refused.json()["error"]  # what to do
     token = await sync_to_async(Token.objects.create)(user=user)
     api = AsyncClient(enforce_csrf_checks=True)
     response = await post(api, session_id, {"message": "hi"}, {"Authorization": f"Token {token.key}"})

@@ -144,3 +144,30 @@ async def test_behind_proxies_the_forwarded_address_they_added_is_the_caller(ano
     first = [await visit(AsyncClient(), {"X-Forwarded-For": f"10.0.0.{n}, 198.51.100.1"}) for n in range(4)]
     assert first == [200, 200, 200, 429]  # what the client put before the proxy's entry is ignored
     assert await visit(AsyncClient(), {"X-Forwarded-For": "198.51.100.2"}) == 200
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_rate_limit_whose_redis_is_down_refuses_typed_and_stores_nothing(settings: Any) -> None:
+    """The counters live in Redis; when it cannot be reached, a chat POST is a typed 503 (not
+    a 500, and not an uncounted request)."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from chat.http import throttling
+    from chat.models import ChatSession
+
+    class Unreachable:
+        def get(self, *args: Any, **kwargs: Any) -> Any:
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+
+        set = get
+
+    original = throttling.throttle_cache
+    throttling.throttle_cache = lambda: Unreachable()  # type: ignore[assignment,return-value]
+    try:
+        alice = await requests.login("alice")
+        session_id = str(uuid.uuid4())
+        response = await requests.post(alice, session_id, {"message": "hi"})
+    finally:
+        throttling.throttle_cache = original
+    assert (response.status_code, response.json()["code"]) == (503, "STREAM_UNAVAILABLE")
+    assert not await ChatSession.objects.filter(pk=session_id).aexists()

@@ -61,7 +61,9 @@ def at_once(count: int, work: Callable[[int], Any]) -> list[Any]:
 def queued_run() -> str:
     store = DjangoStateStore()
     session_id = str(uuid.uuid4())
-    return store._start_run(session_id, "chat", StoredMessage(role="user", content="hi"), None, None, 0, "m-1", None, None)
+    return store._start_run(
+        session_id, "chat", StoredMessage(role="user", content="hi"), None, None, 0, "m-1", None, None
+    )
 
 
 def test_concurrent_attempts_claim_a_run_once_and_epochs_only_grow() -> None:
