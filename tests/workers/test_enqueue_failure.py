@@ -44,7 +44,12 @@ async def test_an_unsendable_run_is_failed_and_the_session_stays_usable(monkeypa
 async def test_over_http_it_is_a_503_with_retry_after(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from celery import current_app
 
+    from workers.presence import WorkerPresence
+
     monkeypatch.setattr(current_app, "send_task", broker_down)
+    # A worker listens (workers.presence), but the broker fails as the task is sent: the run is
+    # recorded, then failed. (With no worker listening nothing is recorded: test_presence.py.)
+    monkeypatch.setattr(WorkerPresence, "listening", lambda self, queue: 1)
     settings.HELIX = {**settings.HELIX, "EXECUTOR": "celery"}
     alice = await login("alice")
     session_id = str(uuid.uuid4())
