@@ -15,6 +15,12 @@ not apply::
   slows its own stream instead of growing the server's memory (:mod:`chat.http.flow_control`).
 * **A stall bound**: a client that reads nothing for ``HELIX["SLOW_CLIENT_TIMEOUT_SECONDS"]`` is
   disconnected; it resumes from its last event id when it comes back.
+* **No thread per open stream.** Django's handler gives every request a thread of its own for
+  its thread-sensitive work (the site's sync middleware, ``request_started``) and keeps it until
+  the request ends: for a stream, minutes, and in a reconnect storm thousands of threads at once.
+  A request to Helix's URLs does that work on one of :data:`SHARED_THREADS` threads instead,
+  through asgiref's ``ThreadSensitiveContext(executor=…)``; one thread-sensitive call at a time on
+  each, as Django's own per-request thread runs them.
 
 Helix's URLs are those under the prefixes where the site's root URLconf includes ``chat.urls``,
 found once. Every other request of the site passes through untouched: the same ``receive`` and
@@ -24,10 +30,13 @@ body of the site before Twisted buffers it.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from asgiref.sync import ThreadSensitiveContext
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from chat.http.body_limit import capped_receive
@@ -37,6 +46,8 @@ from streams.conf import helix_settings
 __all__ = ["HelixLimits", "helix_prefixes"]
 
 HELIX_URLCONF = "chat.urls"
+#: Threads that the thread-sensitive work of Helix's requests shares, one call at a time each.
+SHARED_THREADS = 4
 
 
 def _includes(patterns: list[Any], prefix: str) -> Iterator[str]:
@@ -67,6 +78,8 @@ class HelixLimits:
     def __init__(self, app: Any) -> None:
         self.app = app
         self._prefixes: re.Pattern[str] | bool | None = False  # False: not looked up yet
+        executors = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="helix-sync") for _ in range(SHARED_THREADS)]
+        self._executors = itertools.cycle(executors)
 
     def is_helix(self, scope: dict[str, Any]) -> bool:
         """Whether the request of ``scope`` is for one of Helix's URLs."""
@@ -88,4 +101,6 @@ class HelixLimits:
         send = flow_controlled(send, stall_timeout=float(helix_settings.SLOW_CLIENT_TIMEOUT_SECONDS))
         capped = await capped_receive(scope, receive, send, int(helix_settings.MAX_BODY_BYTES))
         if capped is not None:
-            await self.app(scope, capped, send)
+            # Django's own ThreadSensitiveContext, inside, then uses this one's thread.
+            async with ThreadSensitiveContext(executor=next(self._executors)):
+                await self.app(scope, capped, send)
