@@ -4,6 +4,7 @@ HTTP or a browser."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from bench.servers import server_command, stop
 
@@ -24,6 +26,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def http_request(
+    port: int,
+    method: str,
+    path: str,
+    *,
+    body: bytes | dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    source: str = "127.0.0.1",
+    timeout: float = 30,
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP request to the server on ``port``, from the loopback address ``source``: its
+    status, headers (lower-case names) and whole body. A dict body is sent as JSON."""
+    headers = dict(headers or {})
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+    if body is not None:
+        headers.setdefault("Content-Type", "application/json")
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, output: Callable[[], str]) -> None:

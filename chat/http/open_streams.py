@@ -58,11 +58,6 @@ def admit(key: str) -> Place:
     return Place(key)
 
 
-def open_streams(key: str) -> int:
-    """How many places ``key`` holds in this process."""
-    return _open[key]
-
-
 class CountedBody:
     """A stream's body holding its caller's place until it ends, is closed, or is dropped.
 

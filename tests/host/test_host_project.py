@@ -16,7 +16,6 @@ the module; it is never skipped.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
@@ -34,7 +33,7 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.chat.ai_sdk.scenario import last_reply, strict_view
-from tests.live import free_port
+from tests.live import free_port, http_request
 
 HOST = Path(__file__).resolve().parent
 SITE = HOST / "site"
@@ -180,17 +179,7 @@ class Host:
         """One HTTP request to the host's Daphne from the address ``source``; ``key`` goes in the
         shop's ``X-Api-Key`` header."""
         headers = {**(headers or {}), **({"X-Api-Key": key} if key else {})}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=15, source_address=(source, 0))
-        try:
-            connection.request(method, path, body=data, headers=headers)
-            response = connection.getresponse()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-        finally:
-            connection.close()
+        return http_request(self.port, method, path, body=body, headers=headers, source=source, timeout=15)
 
     def get_json(self, path: str, key: str) -> Any:
         status, _, body = self.request("GET", path, key=key)

@@ -6,7 +6,6 @@ what the server stored."""
 from __future__ import annotations
 
 import concurrent.futures
-import http.client
 import json
 import socket
 import time
@@ -22,7 +21,7 @@ from rest_framework.authtoken.models import Token
 
 from bench.servers import GUNICORN_WORKERS
 from chat.models import ChatSession, Message, Run
-from tests.live import SERVERS, serve_site
+from tests.live import SERVERS, http_request, serve_site
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,17 +51,7 @@ class Site:
             headers["Authorization"] = f"Token {token}"
         if cookie:
             headers["Cookie"] = cookie
-        if isinstance(body, dict):
-            body = json.dumps(body).encode()
-        if body is not None:
-            headers.setdefault("Content-Type", "application/json")
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30, source_address=(source, 0))
-        try:
-            connection.request(method, path, body=body, headers=headers)
-            response = connection.getresponse()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-        finally:
-            connection.close()
+        return http_request(self.port, method, path, body=body, headers=headers, source=source)
 
     def forget_throttles(self) -> None:
         """Drop the chat POST counters (anonymous callers here all share one address)."""

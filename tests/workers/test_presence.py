@@ -3,20 +3,18 @@ at once (503 EXECUTOR_UNAVAILABLE, nothing stored) instead of spinning until the
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
 from chat.models import ChatSession, Run
-from tests.live import serve_site, start_celery_worker
+from tests.live import http_request, serve_site, start_celery_worker
 from workers.presence import WorkerPresence
 
 
@@ -73,12 +71,5 @@ def test_a_chat_whose_queue_no_worker_consumes_is_refused_at_once(
 
 
 def post(port: int, token: str, session_id: str) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        body = json.dumps({"message": "Hello"})
-        headers: dict[str, Any] = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
-        connection.request("POST", f"/api/chat/{session_id}", body=body, headers=headers)
-        response = connection.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        connection.close()
+    headers = {"Authorization": f"Token {token}"}
+    return http_request(port, "POST", f"/api/chat/{session_id}", body={"message": "Hello"}, headers=headers)
