@@ -29,7 +29,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from bench.servers import HOST, cpu_seconds, cpus_idle, pct, progress
+from bench.costs import cpu_seconds, cpus_idle, pct, progress
+from tooling.servers import HOST
 
 __all__ = ["Load", "Target", "measure", "sustainable"]
 

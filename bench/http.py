@@ -64,9 +64,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench import fanout
+from bench.costs import cpu_seconds, cpus_idle, progress, rss_kb
 from bench.http_client import SSEConnection
-from bench.runtime import setup_django
-from bench.servers import HOST, SERVERS, cpu_seconds, cpus_idle, progress, rss_kb, serve, start, stop, wait_port
+from tooling.servers import HOST, SERVERS, serve, start, stop, wait_port
+from tooling.site import setup_django
 
 # The load runs at this niceness so that on a small machine it yields the cores to the server.
 LOAD_NICENESS = 10
@@ -212,30 +213,34 @@ async def connect_all(
 
 
 async def storm_turn(
-    port: int,
-    bare_port: int,
+    ports: dict[str, int],
     clients: list[tuple[str, str]],
     pids: dict[str, int],
     redis_url: str,
     server_cpus: set[int] | None,
 ) -> dict[str, float]:
-    """One storm of each app, the bare app's first: ``clients``, each a session resumed with its
-    owner's token, against as many answers of the bare app. With the CPUs split, how busy the
-    server's and the load's CPUs were during each: which side the storm's time was bound by."""
+    """One storm of each app, the bare app's first, then the site's floor (its own async view
+    behind its middleware): as many answers as ``clients``, then ``clients``, each a session
+    resumed with its owner's token. With the CPUs split, how busy the server's and the load's
+    CPUs were during each: which side the storm's time was bound by."""
     import redis
 
     count = len(clients)
     cpus = {"server": server_cpus, "load": fanout.load_cpus()} if server_cpus else {}
-    bare_cpu = cpu_seconds(pids["bare"])
-    bare_s, bare, bare_busy = await connect_all(bare_port, [("/hello", {})] * count, b'"ok"', cpus)
-    bare_cpu = cpu_seconds(pids["bare"]) - bare_cpu
-    for connection in bare:
-        connection.close()
-    await asyncio.sleep(2)
+    floors: dict[str, float] = {}
+    for app in ("bare", "site"):
+        cpu = cpu_seconds(pids[app])
+        seconds, answered, busy = await connect_all(ports[app], [("/hello", {})] * count, b'"ok"', cpus)
+        floors[f"{app}_cpu_us"] = (cpu_seconds(pids[app]) - cpu) / count * 1e6
+        floors[f"{app}_s"] = seconds
+        floors.update({f"{app}_{name}_busy": share for name, share in busy.items()})
+        for connection in answered:
+            connection.close()
+        await asyncio.sleep(2)
     before = rss_kb(pids["helix"])
     helix_cpu = cpu_seconds(pids["helix"])
     resumes = [(f"/api/chat/{session}", {"Authorization": f"Token {token}"}) for session, token in clients]
-    helix_s, connections, helix_busy = await connect_all(port, resumes, b"stream-open", cpus)
+    helix_s, connections, helix_busy = await connect_all(ports["helix"], resumes, b"stream-open", cpus)
     helix_cpu = cpu_seconds(pids["helix"]) - helix_cpu
     await asyncio.sleep(2)
     after = rss_kb(pids["helix"])
@@ -246,13 +251,11 @@ async def storm_turn(
     await asyncio.sleep(5)  # let the server release thousands of readers before the next storm
     return {
         "helix_s": helix_s,
-        "bare_s": bare_s,
         "helix_cpu_us": helix_cpu / count * 1e6,
-        "bare_cpu_us": bare_cpu / count * 1e6,
         "kb_per_stream": (after - before) / count,
         "redis_connections": redis_connections,
         **{f"helix_{name}_busy": share for name, share in helix_busy.items()},
-        **{f"bare_{name}_busy": share for name, share in bare_busy.items()},
+        **floors,
     }
 
 
@@ -276,13 +279,12 @@ def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str,
     turns = []
     for turn in range(args.storm_turns):
         progress(f"reconnect storm: {args.idle:,} streams ({turn + 1} of {args.storm_turns})")
-        turns.append(
-            asyncio.run(storm_turn(ports["helix"], ports["bare"], clients, pids, args.redis_url, args.server_cpus))
-        )
+        turns.append(asyncio.run(storm_turn(ports, clients, pids, args.redis_url, args.server_cpus)))
         last = turns[-1]
         progress(
             f"  Helix {last['helix_s']:.2f} s, {last['helix_cpu_us']:.0f} us per resume{_shares(last, 'helix')}; "
-            f"bare app {last['bare_s']:.2f} s, {last['bare_cpu_us']:.0f} us per answer{_shares(last, 'bare')}"
+            f"bare app {last['bare_s']:.2f} s, {last['bare_cpu_us']:.0f} us per answer{_shares(last, 'bare')}; "
+            f"site floor {last['site_s']:.2f} s, {last['site_cpu_us']:.0f} us per answer{_shares(last, 'site')}"
         )
     storm = {key: statistics.median(turn[key] for turn in turns) for key in turns[0]}
     first = turns[0]
@@ -315,6 +317,22 @@ def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str,
             "information",
         ),
         *shares,
+        # The same two against the site's own async view behind its middleware: what Helix adds
+        # to what any request of this site costs.
+        Row(
+            "that storm against the site's floor (its own async view answering, behind its middleware)",
+            f"{storm['helix_s']:.2f} s",
+            f"{storm['site_s']:.2f} s",
+            storm["helix_s"] / storm["site_s"],
+            "information",
+        ),
+        Row(
+            "that storm: server CPU per connection against the site's floor",
+            f"{storm['helix_cpu_us']:.0f} us",
+            f"{storm['site_cpu_us']:.0f} us",
+            storm["helix_cpu_us"] / storm["site_cpu_us"],
+            "information",
+        ),
         Row("memory per idle stream (RSS growth / streams)", f"{first['kb_per_stream']:.0f} KB", target="<= 80 KB"),
         Row("Redis connections of that process", f"{first['redis_connections']:.0f}", target="<= 4"),
     ]
@@ -763,6 +781,12 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
     }
     helix_env = {**env, "HELIX_RATE_LIMIT": "0", "HELIX_MAX_STREAMS_PER_CALLER": "1000000"}
     helix_port, helix = serve(args.server, "helix_site.asgi:application", helix_env, workdir / "helix.log")
+    site_port, site = serve(
+        args.server,
+        "helix_site.asgi:application",
+        {**helix_env, "DJANGO_SETTINGS_MODULE": "bench.site_floor"},
+        workdir / "site.log",
+    )
     bare_port, bare = serve(
         args.server,
         "bench.raw_asgi:application",
@@ -774,13 +798,16 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
         env,
         workdir / "worker.log",
     )
-    ports = {"helix": helix_port, "bare": bare_port}
-    pids = {"helix": helix.pid, "bare": bare.pid}
+    ports = {"helix": helix_port, "bare": bare_port, "site": site_port}
+    pids = {"helix": helix.pid, "bare": bare.pid, "site": site.pid}
     rows: list[Row] = []
     try:
         wait_port(helix_port)
         wait_port(bare_port)
-        args.server_cpus = pin(args.split_cpus, args.redis_url, database_url, [helix.pid, bare.pid], [worker.pid])
+        wait_port(site_port)
+        args.server_cpus = pin(
+            args.split_cpus, args.redis_url, database_url, [helix.pid, bare.pid, site.pid], [worker.pid]
+        )
         time.sleep(2)
         progress(f"servers up ({args.server})")
         if "storm" in args.phases:
@@ -792,7 +819,7 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
         if "post" in args.phases:
             rows += post_phase(token, ports)
     finally:
-        stop(helix, bare, worker)
+        stop(helix, bare, site, worker)
         forget_streams(args.redis_url, queue)
     from django.db import connection
 

@@ -25,21 +25,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tooling.site import setup_django
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def setup_django(database: Path | str, redis_url: str) -> None:
-    """Django on ``database`` (a SQLite file, or a database URL) and Redis, migrated."""
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="helix_site.settings",
-        DATABASE_URL=database if isinstance(database, str) else f"sqlite:///{database}",
-        REDIS_URL=redis_url,
-        HELIX_STREAM_BACKEND="redis",
-    )
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, check=True)
-    import django
-
-    django.setup()
 
 
 class MemoryRecorder:

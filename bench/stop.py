@@ -24,8 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bench.runtime import setup_django, start_worker
+from bench.runtime import start_worker
 from streams.messages import StoredMessage
+from tooling.site import setup_django
 from workers.llm.base import LLM, LLMEvent, TextPiece, ToolDefinition
 from workers.llm.scripted import ScriptedModel, ScriptedToolCall, ScriptedTurn
 from workers.runtime.agents import define_agent, define_tool

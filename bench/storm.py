@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.runtime import setup_django
+from tooling.site import setup_django
 
 Application = Any
 

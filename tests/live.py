@@ -17,15 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.servers import server_command, stop
+from tooling.servers import free_port, server_command, stop
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_request(

@@ -131,6 +131,27 @@ def test_the_apps_lower_parts_do_not_import_its_edge(part: str) -> None:
     assert upward == []
 
 
+def _top_level_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("directory", ["tests", "tooling"])
+def test_tests_and_their_tooling_do_not_import_the_benchmarks(directory: str) -> None:
+    """Benchmarks may change or go at any time; what tests need from processes lives in ``tooling``."""
+    offenders = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / directory).rglob("*.py")
+        if "node_modules" not in path.parts and "bench" in _top_level_imports(path)
+    )
+    assert offenders == []
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]

@@ -104,7 +104,7 @@ def main() -> None:
     import tempfile
     from pathlib import Path
 
-    from bench.runtime import setup_django
+    from tooling.site import setup_django
 
     redis_url = args.redis_url or os.environ["HELIX_TEST_REDIS_URL"]
     database = Path(tempfile.mkdtemp(prefix="helix-chaos-db-")) / "chaos.sqlite3"

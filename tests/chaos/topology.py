@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.servers import stop as stop_processes
-from tests.live import ROOT, free_port, start_celery_worker, wait_for_port
+from tests.live import ROOT, start_celery_worker, wait_for_port
+from tooling.servers import free_port
+from tooling.servers import stop as stop_processes
 
 
 class RedisServer:

@@ -33,7 +33,8 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.chat.ai_sdk.scenario import last_reply, strict_view
-from tests.live import free_port, http_request
+from tests.live import http_request
+from tooling.servers import free_port
 
 HOST = Path(__file__).resolve().parent
 SITE = HOST / "site"

@@ -19,9 +19,9 @@ import redis
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
-from bench.servers import GUNICORN_WORKERS
 from chat.models import ChatSession, Message, Run
 from tests.live import SERVERS, http_request, serve_site
+from tooling.servers import GUNICORN_WORKERS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

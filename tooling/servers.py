@@ -1,9 +1,5 @@
-"""Processes of the benchmarks: ASGI servers (Daphne or uvicorn) and what they cost.
-
-Every HTTP figure is taken for Helix and for a bare app under the same server in the same run
-(:mod:`bench.raw_asgi`); :func:`serve` starts either app under either server, and
-:func:`cpu_seconds` reads what a process has spent from ``/proc``, as ops would.
-"""
+"""The server processes that tests and benchmarks run against: an ASGI application under Daphne,
+uvicorn, or gunicorn with uvicorn workers, started as ops would start it."""
 
 from __future__ import annotations
 
@@ -111,42 +107,3 @@ def stop(*processes: subprocess.Popen[bytes]) -> None:
             process.wait(20)
         except subprocess.TimeoutExpired:
             process.kill()
-
-
-def rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time process ``pid`` has used (``/proc/<pid>/stat``), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15 of stat)
-
-
-def cpus_idle(cpus: set[int] | None = None) -> tuple[float, float]:
-    """Seconds elapsed and seconds idle so far, summed over ``cpus`` (all when ``None``), from
-    ``/proc/stat``: two readings give the share of those CPUs that was busy between them."""
-    elapsed = idle = 0.0
-    for line in Path("/proc/stat").read_text().splitlines():
-        name, *values = line.split()
-        if not name.startswith("cpu") or name == "cpu" or (cpus is not None and int(name[3:]) not in cpus):
-            continue
-        ticks = [int(value) for value in values[:8]]
-        elapsed += sum(ticks) / _TICKS
-        idle += (ticks[3] + ticks[4]) / _TICKS  # idle, iowait
-    return elapsed, idle
-
-
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
