@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.signals import worker_ready, worker_shutting_down
 
 from chat.state.store import DjangoStateStore
@@ -26,9 +26,24 @@ from workers.presence import broker_presence
 
 logger = logging.getLogger(__name__)
 
-SOFT_TIME_LIMIT = int(helix_settings.RUN_TIME_LIMIT_SECONDS)
-TIME_LIMIT = SOFT_TIME_LIMIT + 60
 REAP_TASK = "helix.reap_runs"
+#: Seconds a worker is given, past a run's own time limit, to write its failure before Celery's
+#: hard limit kills the task.
+HARD_LIMIT_MARGIN = 60
+
+
+def run_time_limit() -> int:
+    return int(helix_settings.RUN_TIME_LIMIT_SECONDS)
+
+
+class HelixTask(Task):  # type: ignore[misc]
+    """Helix's tasks read their queue and time limits from the site's settings when Celery uses
+    them (sending a task, starting a worker), never when this module is imported."""
+
+    @property
+    def queue(self) -> str:
+        return str(helix_settings.CELERY_QUEUE)
+
 
 _keepers: dict[asyncio.AbstractEventLoop, LeaseKeeper] = {}
 
@@ -43,7 +58,7 @@ def _keeper() -> LeaseKeeper:
 async def _execute(run_id: str) -> str:
     store, streams = DjangoStateStore(), get_stream_manager()
     # The attempt enforces the time limit itself: its failure is written under its fencing epoch.
-    attempt = asyncio.ensure_future(execute_run(store, streams, run_id, _keeper(), time_limit=SOFT_TIME_LIMIT))
+    attempt = asyncio.ensure_future(execute_run(store, streams, run_id, _keeper(), time_limit=run_time_limit()))
     try:
         outcome = await asyncio.shield(attempt)
     except asyncio.CancelledError:
@@ -58,21 +73,24 @@ def _current_cancelling() -> bool:
     return bool(task is not None and task.cancelling())
 
 
-@shared_task(  # type: ignore[untyped-decorator]
-    name=RUN_TASK,
-    queue=str(helix_settings.CELERY_QUEUE),
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=SOFT_TIME_LIMIT,
-    time_limit=TIME_LIMIT,
-)
+class RunTask(HelixTask):
+    @property
+    def soft_time_limit(self) -> int:
+        return run_time_limit()
+
+    @property
+    def time_limit(self) -> int:
+        return run_time_limit() + HARD_LIMIT_MARGIN
+
+
+@shared_task(base=RunTask, name=RUN_TASK, acks_late=True, reject_on_worker_lost=True)  # type: ignore[untyped-decorator]
 def run_agent(run_id: str) -> str:
     """Claim ``run_id`` and execute it; return its final status, or ``skipped`` when the run was
     not claimable (finished, paused, or held by a live attempt)."""
-    return run_on_worker_loop(_execute(run_id), timeout=TIME_LIMIT)
+    return run_on_worker_loop(_execute(run_id), timeout=run_time_limit() + HARD_LIMIT_MARGIN)
 
 
-@shared_task(name=REAP_TASK, queue=str(helix_settings.CELERY_QUEUE), ignore_result=True)  # type: ignore[untyped-decorator]
+@shared_task(base=HelixTask, name=REAP_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
 def reap_runs() -> dict[str, int]:
     """Send runs whose lease expired to a live worker; fail those out of attempts."""
     from chat.state.recovery import reap_expired_runs

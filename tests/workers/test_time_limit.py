@@ -85,3 +85,17 @@ async def test_a_frozen_attempt_past_its_limit_after_a_takeover_changes_nothing(
     assert not any(isinstance(c, ErrorChunk) for c in chunks)
     info = await streams.get_stream_info(handle.session_id)
     assert info is not None and info.status == "ended"
+
+
+def test_the_tasks_take_their_queue_and_limits_from_the_settings_in_force() -> None:
+    """Read when Celery uses them, not when ``chat.tasks`` is imported: a site that sets them in
+    settings loaded after the app (or a test overriding them) is obeyed."""
+    from django.test import override_settings
+
+    from chat.tasks import reap_runs, run_agent
+
+    with override_settings(HELIX={"CELERY_QUEUE": "agents", "RUN_TIME_LIMIT_SECONDS": 90}):
+        assert (run_agent.queue, reap_runs.queue) == ("agents", "agents")
+        assert (run_agent.soft_time_limit, run_agent.time_limit) == (90, 150)
+    with override_settings(HELIX={"CELERY_QUEUE": "chat", "RUN_TIME_LIMIT_SECONDS": 30}):
+        assert run_agent.queue == "chat" and run_agent.soft_time_limit == 30
