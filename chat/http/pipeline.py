@@ -32,7 +32,7 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from rest_framework import exceptions
-from rest_framework.authentication import CSRFCheck
+from rest_framework.authentication import CSRFCheck, SessionAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -117,10 +117,7 @@ def _as_helix_error(exc: Exception) -> HelixError | None:
     if isinstance(exc, exceptions.AuthenticationFailed):
         return AuthenticationFailedError(str(exc.detail))
     if isinstance(exc, exceptions.PermissionDenied):
-        detail = str(exc.detail)
-        if detail.startswith("CSRF Failed"):
-            return CsrfFailedError(f"{detail}. {CSRF_HINT}")
-        return PermissionDeniedError(detail)
+        return PermissionDeniedError(str(exc.detail))
     if isinstance(exc, exceptions.MethodNotAllowed):
         return MethodNotAllowedError(str(exc.detail))
     if isinstance(exc, exceptions.APIException):
@@ -185,16 +182,32 @@ class HelixAccessMixin:
 
     def perform_authentication(self, request: Request) -> None:
         """Resolve the user; an anonymous visitor's unsafe request must carry a CSRF token too
-        (its cookie is its identity), as ``SessionAuthentication`` demands of a signed-in one."""
-        user = request.user
+        (its cookie is its identity), as ``SessionAuthentication`` demands of a signed-in one.
+
+        ``SessionAuthentication`` refuses a missing or wrong token with ``PermissionDenied``: that
+        refusal is answered ``CSRF_FAILED`` with what to do, when the request does fail Django's
+        CSRF check; any other refusal of an authenticator stays ``PERMISSION_DENIED``."""
+        try:
+            user = request.user
+        except exceptions.PermissionDenied as exc:
+            session_auth = any(isinstance(a, SessionAuthentication) for a in request.authenticators or ())
+            if session_auth and _csrf_failure(request._request) is not None:
+                raise CsrfFailedError(f"{exc.detail}. {CSRF_HINT}") from exc
+            raise
         if request.method in _UNSAFE and (user is None or not user.is_authenticated):
             django_request = request._request
             if getattr(django_request, "COOKIES", None):
-                check = CSRFCheck(lambda _: None)  # type: ignore[arg-type]
-                check.process_request(django_request)
-                reason = check.process_view(django_request, None, (), {})  # type: ignore[arg-type]
+                reason = _csrf_failure(django_request)
                 if reason:
-                    raise exceptions.PermissionDenied(f"CSRF Failed: {reason}")
+                    raise CsrfFailedError(f"CSRF Failed: {reason}. {CSRF_HINT}")
+
+
+def _csrf_failure(request: HttpRequest) -> str | None:
+    """Why Django's CSRF check refuses ``request``, or ``None`` when it passes."""
+    check = CSRFCheck(lambda _: None)  # type: ignore[arg-type]
+    check.process_request(request)
+    reason: Any = check.process_view(request, None, (), {})  # type: ignore[arg-type]
+    return str(reason) if reason else None  # DRF's CSRFCheck answers a refusal with its reason
 
 
 class HelixAPIView(HelixAccessMixin, APIView):

@@ -28,3 +28,15 @@ async def test_accept_header_versioning_reads_the_version_the_client_asks_for() 
     assert good.status_code == 200
     bad = await alice.get("/versioned/agents", headers={"Accept": "application/json; version=9"})
     assert (bad.status_code, bad.json()["code"]) == (406, "VALIDATION_ERROR")
+
+
+async def test_an_authenticators_own_refusal_is_not_reported_as_csrf() -> None:
+    """Only a request that fails the CSRF check is told about CSRF tokens; the site's own
+    ``PermissionDenied`` while authenticating keeps its words."""
+    alice = await login("alice")
+    assert (await alice.get("/office/agents")).status_code == 200
+    refused = await alice.get("/office/agents", headers={"X-After-Hours": "1"})
+    assert (refused.status_code, refused.json()) == (
+        403,
+        {"error": "Chat is closed after hours", "code": "PERMISSION_DENIED"},
+    )
