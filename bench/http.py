@@ -11,7 +11,8 @@ throwaway Redis (``--postgres``: and PostgreSQL). Rows:
 
 * **reconnect storm**: N idle streams connecting at once, each its own user's with its own
   token (auth, ownership, one run read, a subscription each), against the bare app accepting
-  and answering N connections: the time until the last is served, and the server's CPU per
+  and answering N connections, and against the site's floor (:mod:`bench.site_floor`, the demo
+  site answering an async view of its own behind its middleware): the time until the last is served, and the server's CPU per
   connection (``/proc``), each the median of three storms of each app taking turns. The times
   include the client opening its N connections, during which a server is mostly idle; the bare
   app's answers hide under that, so the CPU row is the closer measure of what a resume costs.
@@ -496,10 +497,11 @@ async def count_events(connection: SSEConnection, expected: int, *, already: byt
 
 
 async def bench_rate(
-    port: int, bare_port: int, token: str, session_id: str, chunks: int, redis_url: str, raw: RawReads
+    ports: dict[str, int], token: str, session_id: str, chunks: int, redis_url: str, raw: RawReads
 ) -> dict[str, float]:
     import redis
 
+    port, bare_port = ports["helix"], ports["bare"]
     headers = {"Authorization": f"Token {token}"}
     ours, bare = [], []
     for _ in range(2 + REPLAYS):  # the first two of each warm the processes up, unmeasured
@@ -519,15 +521,15 @@ async def bench_rate(
         for _ in range(3):
             raw.full()
     del ours[:2], bare[:2], raw.full_s[:6]
-    first, hello = await resumes(
-        port, bare_port, session_id, {**headers, "Last-Event-ID": str(chunks // 2)}, chunks - chunks // 2, raw
+    first, hello, site_hello = await resumes(
+        ports, session_id, {**headers, "Last-Event-ID": str(chunks // 2)}, chunks - chunks // 2, raw
     )
     # Near the head of the live stream, each resume catches up and subscribes to its tail. The
     # connections Redis accepts meanwhile (INFO, on a connection of ours made before) are Helix's.
     stats = redis.Redis.from_url(redis_url)
     connections = redis_connections_made(stats)
-    head, head_hello = await resumes(
-        port, bare_port, session_id, {**headers, "Last-Event-ID": str(chunks - 10)}, 10, raw
+    head, head_hello, head_site_hello = await resumes(
+        ports, session_id, {**headers, "Last-Event-ID": str(chunks - 10)}, 10, raw
     )
     return {
         "ours_s": statistics.median(ours),
@@ -535,6 +537,8 @@ async def bench_rate(
         "full_s": statistics.median(raw.full_s),
         "first_event_s": statistics.median(first),
         "hello_s": statistics.median(hello),
+        "site_hello_s": statistics.median(site_hello),
+        "head_site_hello_s": statistics.median(head_site_hello),
         "page_s": statistics.median(raw.page_s),
         "head_s": statistics.median(head),
         "head_hello_s": statistics.median(head_hello),
@@ -543,13 +547,16 @@ async def bench_rate(
 
 
 async def resumes(
-    port: int, bare_port: int, session_id: str, headers: dict[str, str], rest: int, raw: RawReads
-) -> tuple[list[float], list[float]]:
+    ports: dict[str, int], session_id: str, headers: dict[str, str], rest: int, raw: RawReads
+) -> tuple[list[float], list[float], list[float]]:
     """20 resumes one after another, each timed until its first event and then read on, as a
     client does, until the ``rest`` of the stream's chunks have come; and after each a round trip
-    of the bare app and a raw page read (``raw.page()``): their times. (A client that left at its
-    first event would leave the server still reading ahead for it while the next resume is timed.)"""
-    first, hello = [], []
+    of the bare app, one of the site's floor and a raw page read (``raw.page()``): their times. (A
+    client that left at its first event would leave the server still reading ahead for it while
+    the next resume is timed.)"""
+    port = ports["helix"]
+    first: list[float] = []
+    hellos: dict[str, list[float]] = {"bare": [], "site": []}
     for _ in range(20):
         connection = SSEConnection(HOST, port)
         t0 = time.perf_counter()
@@ -558,14 +565,15 @@ async def resumes(
         first.append(time.perf_counter() - t0)
         await count_events(connection, rest, already=seen)
         connection.close()
-        base = SSEConnection(HOST, bare_port)
-        t0 = time.perf_counter()
-        await base.open("GET", "/hello", {})
-        await base.read_until(b'"ok"')
-        hello.append(time.perf_counter() - t0)
-        base.close()
+        for app, times in hellos.items():
+            base = SSEConnection(HOST, ports[app])
+            t0 = time.perf_counter()
+            await base.open("GET", "/hello", {})
+            await base.read_until(b'"ok"')
+            times.append(time.perf_counter() - t0)
+            base.close()
         raw.page()
-    return first, hello
+    return first, hellos["bare"], hellos["site"]
 
 
 def redis_connections_made(client: Any) -> int:
@@ -580,7 +588,7 @@ def rate_phase(args: argparse.Namespace, user_id: int, token: str, ports: dict[s
     progress("replay and resume")
     page_size = RedisStreamManager.page_size
     raw = RawReads(args.redis_url, session_id, args.chunks, page_size, args.server_cpus)
-    rate = asyncio.run(bench_rate(ports["helix"], ports["bare"], token, session_id, args.chunks, args.redis_url, raw))
+    rate = asyncio.run(bench_rate(ports, token, session_id, args.chunks, args.redis_url, raw))
     resume_floor = rate["page_s"] + rate["hello_s"]
     return [
         Row(
@@ -604,6 +612,22 @@ def rate_phase(args: argparse.Namespace, user_id: int, token: str, ports: dict[s
             f"{(rate['page_s'] + rate['head_hello_s']) * 1e3:.2f} ms",
             rate["head_s"] / (rate["page_s"] + rate["head_hello_s"]),
             "<= 2",
+        ),
+        # The same two against a round trip of the site's own async view behind its middleware,
+        # which any request of the site pays before Helix's first byte.
+        Row(
+            "resume from the middle: first event, vs one XRANGE page + one round trip of the site's floor",
+            f"{rate['first_event_s'] * 1e3:.2f} ms",
+            f"{(rate['page_s'] + rate['site_hello_s']) * 1e3:.2f} ms",
+            rate["first_event_s"] / (rate["page_s"] + rate["site_hello_s"]),
+            "information",
+        ),
+        Row(
+            "resume at the head of a live stream: first event, vs one XRANGE page + one round trip of the site's floor",
+            f"{rate['head_s'] * 1e3:.2f} ms",
+            f"{(rate['page_s'] + rate['head_site_hello_s']) * 1e3:.2f} ms",
+            rate["head_s"] / (rate["page_s"] + rate["head_site_hello_s"]),
+            "information",
         ),
         Row(
             f"one connection, {args.chunks:,} events: Helix replay vs the bare app's one send per event",
