@@ -261,5 +261,11 @@ def _answer(calls: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:
             continue
         if ok:
             call.future.set_result(value)
+        elif isinstance(value, StopIteration):
+            # A future refuses StopIteration (TypeError), which would strand this hop's other
+            # callers: it reaches its caller as a coroutine's would, as a RuntimeError.
+            error = RuntimeError(f"a database call raised StopIteration: {value!r}")
+            error.__cause__ = value
+            call.future.set_exception(error)
         else:
             call.future.set_exception(value)

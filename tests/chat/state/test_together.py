@@ -57,6 +57,21 @@ async def test_the_calls_of_one_turn_share_a_hop_and_keep_their_own_results_and_
     assert hops == [[0, 1, 2, 3, 4, 5, 0]]  # one hop, every key read ahead at once
 
 
+async def test_a_call_that_raises_stop_iteration_fails_alone_and_strands_no_one() -> None:
+    """A future refuses StopIteration: raised in a call (a bug, or a library's), it reaches that
+    call's caller as a RuntimeError, and the other callers of the hop get their results."""
+
+    def work(n: int) -> int:
+        if n == 1:
+            next(iter(()))
+        return n
+
+    calls = [together(functools.partial(work, n)) for n in range(3)]
+    results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10)
+    assert results[0] == 0 and results[2] == 2
+    assert isinstance(results[1], RuntimeError) and isinstance(results[1].__cause__, StopIteration)
+
+
 async def test_a_hop_runs_at_most_its_limit_and_the_rest_go_in_the_next() -> None:
     hops: list[list[Any]] = []
     ahead = counted_reads(hops)
