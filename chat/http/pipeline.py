@@ -27,8 +27,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError, connections, transaction
 from django.http import Http404, HttpRequest, JsonResponse
+from django.http.request import RawPostDataException
 from django.http.response import HttpResponseBase
 from django.utils.module_loading import import_string
 from rest_framework import exceptions
@@ -187,6 +189,8 @@ class HelixAccessMixin:
         ``SessionAuthentication`` refuses a missing or wrong token with ``PermissionDenied``: that
         refusal is answered ``CSRF_FAILED`` with what to do, when the request does fail Django's
         CSRF check; any other refusal of an authenticator stays ``PERMISSION_DENIED``."""
+        if request.method in _UNSAFE:
+            _keep_body(request._request)
         try:
             user = request.user
         except exceptions.PermissionDenied as exc:
@@ -200,6 +204,17 @@ class HelixAccessMixin:
                 reason = _csrf_failure(django_request)
                 if reason:
                     raise CsrfFailedError(f"CSRF Failed: {reason}. {CSRF_HINT}")
+
+
+def _keep_body(request: HttpRequest) -> None:
+    """The body kept in memory before the authenticators run (Django's ASGI handler has already
+    read it in full). DRF's ``SessionAuthentication`` reads ``request.POST`` for its CSRF check,
+    which before DRF 3.17 parses the body from the raw stream and leaves nothing for the view to
+    read (``RawPostDataException``); kept, every later read has it."""
+    try:
+        request.body  # noqa: B018  (cached on the request by the read)
+    except (RequestDataTooBig, RawPostDataException):  # the view answers it with its typed error
+        pass
 
 
 def _csrf_failure(request: HttpRequest) -> str | None:
