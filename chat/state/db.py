@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import InterfaceError, OperationalError, close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections, router
 
 from chat.state.compiled import shared_reads
 from streams.backoff import Backoff
@@ -60,19 +60,38 @@ CONNECT_PATIENCE = 10.0
 _DB_THREADS = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="helix-db")
 
 
+@functools.cache
+def _aliases() -> tuple[str, ...]:
+    """The databases the calls read from and write to, as the site's routers route Helix's models
+    and the user model (a site may send reads to a replica): the connections each call checks and
+    opens. Decided once; tests that change the routers clear it."""
+    from django.apps import apps
+    from django.contrib.auth import get_user_model
+
+    models = [model for model in apps.get_app_config("helix_chat").get_models()]
+    models.append(get_user_model())
+    found: list[str] = []
+    for model in models:
+        for alias in (router.db_for_read(model), router.db_for_write(model)):
+            if alias not in found:
+                found.append(alias)
+    return tuple(found)
+
+
 def _connect() -> None:
-    """Open the default connection now, waiting while the server refuses connections."""
-    connection = connections["default"]
-    connection.close_if_health_check_failed()  # CONN_HEALTH_CHECKS: once per call, as per request
-    backoff = Backoff(timeout=CONNECT_PATIENCE)
-    while True:
-        try:
-            connection.ensure_connection()
-            return
-        except OperationalError:
-            connection.close()
-            if not backoff.wait_sync():
-                raise
+    """Open the connections the calls use now, waiting while a server refuses connections."""
+    for alias in _aliases():
+        connection = connections[alias]
+        connection.close_if_health_check_failed()  # CONN_HEALTH_CHECKS: once per call, as per request
+        backoff = Backoff(timeout=CONNECT_PATIENCE)
+        while True:
+            try:
+                connection.ensure_connection()
+                break
+            except OperationalError:
+                connection.close()
+                if not backoff.wait_sync():
+                    raise
 
 
 def _retrying(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -84,11 +103,13 @@ def _retrying(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         except (OperationalError, InterfaceError):
             # The server went away under the call (a restart, a failover): its transaction, if
             # any, was rolled back with the connection, so the unit is run once more on a new one.
-            connection = connections["default"]
-            if attempt == 2 or connection.in_atomic_block or connection.is_usable():
+            used = [connections[alias] for alias in _aliases()]
+            lost = [connection for connection in used if not connection.is_usable()]
+            if attempt == 2 or any(connection.in_atomic_block for connection in used) or not lost:
                 raise
             logger.warning("the database connection was lost during %s: retrying once", function.__qualname__)
-            connection.close()
+            for connection in lost:
+                connection.close()
             _connect()
     raise AssertionError("unreachable")
 

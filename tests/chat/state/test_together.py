@@ -273,3 +273,26 @@ async def test_a_call_reads_ahead_with_several_reads_each_made_once_for_its_hop(
     # A call fails with any of its reads that the database failed, and only those calls do.
     assert isinstance(outcomes[4], DatabaseUnavailableError) and isinstance(outcomes[5], DatabaseUnavailableError)
     assert tokens == [["t0", "t1", 0]] and runs == [[0, 1, 2, 3, 9, 0]]
+
+
+class ReplicaReads:
+    """A site's router: Helix's models and users are read from a replica, written to default."""
+
+    def db_for_read(self, model: type, **hints: Any) -> str:
+        return "replica"
+
+    def db_for_write(self, model: type, **hints: Any) -> str:
+        return "default"
+
+
+def test_the_calls_check_and_open_the_databases_the_sites_routers_name() -> None:
+    from django.test import override_settings
+
+    db_module._aliases.cache_clear()
+    try:
+        assert db_module._aliases() == ("default",)
+        db_module._aliases.cache_clear()
+        with override_settings(DATABASE_ROUTERS=[f"{__name__}.ReplicaReads"]):
+            assert db_module._aliases() == ("replica", "default")
+    finally:
+        db_module._aliases.cache_clear()
