@@ -7,7 +7,7 @@ if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then
   ensure_command /usr/lib/postgresql/15/bin/initdb postgresql
   pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 fi
-pg_port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pg_port=$("${VENV:-.venv}/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 pg_dir=$(mktemp -d)
 pg_run=()
 if [ "$(id -u)" -eq 0 ]; then  # PostgreSQL refuses to run as root: use the package's user

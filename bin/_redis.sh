@@ -2,7 +2,7 @@
 # export its URL as THROWAWAY_REDIS_URL, and stop it when the calling script exits.
 . bin/_apt.sh
 ensure_command redis-server redis-server
-redis_port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis_port=$("${VENV:-.venv}/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 redis_dir=$(mktemp -d)
 redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$redis_dir" --save "" --appendonly no \
   --daemonize no --logfile "$redis_dir/redis.log" &

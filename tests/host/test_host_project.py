@@ -17,136 +17,30 @@ the module; it is never skipped.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
 from tests.chat.ai_sdk.scenario import last_reply, strict_view
+from tests.host.project import HOST, ROOT, Processes, Venv, host_env, installed, listening, run, wait_until
 from tests.live import http_request
 from tooling.servers import free_port
 
-HOST = Path(__file__).resolve().parent
 SITE = HOST / "site"
 CLIENT = HOST / "client.mjs"
-ROOT = HOST.parent.parent
 #: How long installing the wheel and its pinned dependencies may take (warm pip cache).
 INSTALL_BUDGET_SECONDS = 120
 #: A wheel much larger than this carries something that is not the library.
 WHEEL_SIZE_LIMIT = 1_000_000
 ORDER_QUESTION = "Where is my order 4711?"
 ORDER_ANSWER = "Order 4711 has shipped."
-
-
-# -- the wheel and its virtualenv ------------------------------------------------------------------
-
-
-def dev_pin(package: str) -> str:
-    """``package==<version>`` as requirements-dev.txt pins it (the shop's own tools)."""
-    for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
-        if line.lower().startswith(f"{package.lower()}=="):
-            return line.strip()
-    raise AssertionError(f"{package} is not pinned in requirements-dev.txt")
-
-
-def run(argv: list[str], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """``argv`` to completion; fails the test with its output when it fails or overruns."""
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{' '.join(argv)} took more than {timeout} s:\n{exc.stdout!r}\n{exc.stderr!r}")
-    if result.returncode != 0:
-        pytest.fail(f"{' '.join(argv)} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel of this checkout, built through its sdist (as a release is), so nothing left in
-    ``build/`` by an earlier build can slip in."""
-    out = tmp_path_factory.mktemp("dist")
-    run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], timeout=300, cwd=ROOT)
-    wheels = list(out.glob("*.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
-
-
-@dataclass
-class Venv:
-    path: Path
-    install_seconds: float
-
-    def bin(self, name: str) -> str:
-        return str(self.path / "bin" / name)
-
-
-@pytest.fixture(scope="session")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    """A fresh virtualenv with the wheel installed, its dependencies held to the pins of
-    requirements.txt (constraints take no extras, so those are dropped), plus the PostgreSQL driver."""
-    base = tmp_path_factory.mktemp("host-venv")
-    constraints = base / "constraints.txt"
-    constraints.write_text(re.sub(r"\[[^]]*\]", "", (ROOT / "requirements.txt").read_text()))
-    path = base / "venv"
-    started = time.monotonic()
-    run([sys.executable, "-m", "venv", str(path)], timeout=60)
-    run(
-        [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "-c", str(constraints), str(wheel), "psycopg[binary]", "daphne", dev_pin("drf-spectacular")],
-        timeout=300,
-        cwd=base,
-    )  # fmt: skip
-    return Venv(path, time.monotonic() - started)
-
-
-def host_env(venv: Venv, **extra: str) -> dict[str, str]:
-    """The environment of the host's processes: the host site on the path, nothing of the
-    checkout, no settings module of the test run (the host's own defaults apply)."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and not key.startswith(("DJANGO_", "HELIX_"))
-    }
-    return {
-        **env,
-        "PATH": f"{venv.path / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-        "PYTHONPATH": str(SITE),
-        "PYTHONDONTWRITEBYTECODE": "1",  # leave no __pycache__ in the checkout
-        **extra,
-    }
-
-
-# -- the host project ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def database() -> Iterator[str]:
-    """A fresh database on the test PostgreSQL server (``DATABASE_URL`` of bin/test), dropped after."""
-    import psycopg
-
-    url = urlparse(os.environ.get("DATABASE_URL", ""))
-    if url.scheme not in ("postgres", "postgresql"):
-        pytest.fail("the host-project test needs PostgreSQL in DATABASE_URL (run the tests with bin/test)")
-    name = f"hostsite_{uuid.uuid4().hex[:10]}"
-    server = url._replace(path="/postgres").geturl()
-    try:
-        with psycopg.connect(server, autocommit=True, connect_timeout=5) as connection:
-            connection.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.Error as exc:
-        pytest.fail(f"PostgreSQL at {url.hostname}:{url.port} is required (run the tests with bin/test): {exc}")
-    yield url._replace(path=f"/{name}").geturl()
-    with psycopg.connect(server, autocommit=True, connect_timeout=5) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @dataclass
@@ -188,43 +82,13 @@ class Host:
         return json.loads(body)
 
 
-def wait_until(
-    ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str, log: Path, timeout: float
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if process.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"{what} did not start:\n{log.read_text()[-4000:]}")
-        time.sleep(0.1)
-
-
-def listening(port: int) -> Callable[[], bool]:
-    def check() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        except OSError:
-            return False
-        return True
-
-    return check
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
-
-
 @pytest.fixture(scope="module")
 def host(venv: Venv, database: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     """The host project migrated, two users with API keys, and Daphne, a Celery worker on
     Helix's queue and Celery beat running from the virtualenv; all stopped afterwards."""
     workdir = tmp_path_factory.mktemp("hostsite")  # every process runs here: outside the checkout
     queue = f"hostsite-{uuid.uuid4().hex[:8]}"
-    env = host_env(venv, DATABASE_URL=database, REDIS_URL=redis_url, HELIX_QUEUE=queue)
+    env = host_env(venv, SITE, DATABASE_URL=database, REDIS_URL=redis_url, HELIX_QUEUE=queue)
     host = Host(venv, env, workdir, database, free_port(), {}, {}, workdir / "worker.log")
     host.manage("migrate", "--no-input")
     for user in ("alice", "bob"):
@@ -235,15 +99,8 @@ def host(venv: Venv, database: str, redis_url: str, tmp_path_factory: pytest.Tem
         assert created, f"drf_create_token printed no token for {user}"
         host.tokens[user] = created[1]
 
-    processes: list[subprocess.Popen[bytes]] = []
-
-    def start(name: str, argv: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
-        log = workdir / f"{name}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
-        processes.append(process)
-        return process, log
-
+    processes = Processes(workdir, env)
+    start = processes.start
     try:
         worker, log = start(
             "worker",
@@ -262,8 +119,7 @@ def host(venv: Venv, database: str, redis_url: str, tmp_path_factory: pytest.Tem
         wait_until(listening(host.port), daphne, "Daphne", log, 30)
         yield host
     finally:
-        for process in reversed(processes):
-            stop(process)
+        processes.stop_all()
 
 
 def chat(host: Host, user: str, actions: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -284,12 +140,6 @@ def chat(host: Host, user: str, actions: list[dict[str, Any]]) -> tuple[str, dic
     answer: dict[str, Any] = json.loads(result.stdout)
     assert "fatal" not in answer, answer.get("fatal")
     return session_id, answer
-
-
-def installed(venv: Venv, relative: str) -> Path:
-    """The path of a file of the installed distribution."""
-    site_packages = next(venv.path.glob("lib/python*/site-packages"))
-    return site_packages / relative
 
 
 def assert_matches_the_snapshot(host: Host, user: str, session_id: str, answer: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +179,7 @@ print(json.dumps({
     "prefix": sys.prefix,
 }))
 """
-    env = host_env(venv)
+    env = host_env(venv, SITE)
     del env["PYTHONPATH"]
     found = json.loads(run([venv.bin("python"), "-c", probe], timeout=60, cwd=tmp_path, env=env).stdout)
     files = set(found["files"])

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ConciergeConfig(AppConfig):
+    name = "shop.concierge"
+    label = "concierge"
