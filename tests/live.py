@@ -150,6 +150,9 @@ async def upload(port: int, head: str, body_parts: int, part: bytes) -> tuple[by
             writer.write(frame)
             await asyncio.wait_for(writer.drain(), 10)
             sent += 1
+            # A drain with room in the socket does not yield: give the reader its turn, or a server
+            # that reads fast takes the whole body before this loop looks at the answer.
+            await asyncio.sleep(0)
         if not answer.done():
             writer.write(b"0\r\n\r\n")
             await writer.drain()
