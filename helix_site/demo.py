@@ -40,6 +40,15 @@ def chat_page(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+def react_page(request: HttpRequest) -> HttpResponse:
+    """The demo chat page in React (``useResumableChat``), built with Vite on ai 6, or on ai 7
+    with ``?ai=7``."""
+    line = "7" if request.GET.get("ai") == "7" else "6"
+    bundle = f"helix_site/vendor/react-ai{line}/chat.js"
+    return render(request, "helix_site/react.html", {"line": line, "bundle": bundle})
+
+
+@require_GET
 def demo_page(request: HttpRequest) -> HttpResponse:
     """The raw stream demo page."""
     return render(request, "helix_site/demo.html")

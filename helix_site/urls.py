@@ -9,6 +9,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("chat.urls")),
     path("", demo.chat_page, name="chat"),
+    path("react/", demo.react_page, name="react"),
     path("demo/", demo.demo_page, name="demo"),
     path("demo/streams", demo.StartDemoView.as_view(), name="demo-start"),
     path("demo/streams/<str:stream_id>/events", demo.DemoEventsView.as_view(), name="demo-stream-events"),

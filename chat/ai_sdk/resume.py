@@ -46,7 +46,9 @@ async def resume_run_stream(
     * no position (``useChat({resume: true})``): the run is replayed from its first chunk, then
       followed live; the client rebuilds the message from the replayed ``start``;
     * a position with content replay: ``start`` and the run's content up to the position as one
-      delta per block, then live chunks after it (pair with a snapshot taken with replay on);
+      delta per block, then live chunks after it (pair with a snapshot taken with replay on, which
+      leaves an active run's answer out; the caller turns replay off for a paused run, whose
+      answer every snapshot shows);
     * a position without content replay: no ``start`` (the client keeps the snapshot's
       ``-partial`` message and adds to it or after it), the run's calls still in flight (which
       that message leaves out), then live chunks after the position.

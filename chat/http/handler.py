@@ -300,7 +300,9 @@ class FrontendHandler:
             session_id,
             run,
             position,
-            content_replay=self.content_replay,
+            # A paused run's answer is in every snapshot (its pending calls are shown there), so
+            # a resume from a snapshot's position adds to it instead of replaying it.
+            content_replay=self.content_replay and page.status != "paused",
             transformer_options=self.transformer_options,
             message_id=existing_message_id(headers),
             keep_alive=self.keep_alive,

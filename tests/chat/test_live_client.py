@@ -210,3 +210,41 @@ def test_two_tabs_sending_at_once_under_the_waiting_policies(
     assert [m["role"] for m in stored["messages"]] == ["user", "assistant", "user", "assistant"]
     assert content_view(second) == content_view(stored["messages"][-1])
     assert stored["messages"][2]["parts"][0]["text"] == "Hello?"
+
+
+def refresh_while_paused_then_approve(live_client: ChatClient, server: str, token: str, client: str) -> None:
+    """Refresh while the run waits on an approval, then approve: after the refresh and at the end
+    the page holds one assistant message equal to the snapshot, with the pending call once (not
+    again in a bubble of its own), and the approval is accepted."""
+    actions: list[dict[str, Any]] = [
+        {"kind": "send", "text": "Email the team the notes"},
+        {"kind": "refresh"},
+        {"kind": "check"},
+        {"kind": "approve", "approved": True},
+        {"kind": "check"},
+    ]
+    session_id, answer = chat(live_client, server, token, actions, client, "assistant")
+    assert answer["errors"] == [] and answer["error"] is None, answer
+    assert answer["snapshots"][0]["status"] == "paused"
+    for check in answer["checks"]:
+        shown, stored = check["messages"], check["snapshot"]["messages"]
+        assert [m["role"] for m in shown] == ["user", "assistant"], shown
+        calls = [p["toolCallId"] for p in shown[-1]["parts"] if "toolCallId" in p]
+        assert len(calls) == len(set(calls)) == 1, shown[-1]
+        assert content_view(shown[-1]) == content_view(stored[-1])
+    assert answer["checks"][-1]["snapshot"]["status"] == "ended"
+    assert Run.objects.get(session_id=session_id).status == "completed"
+
+
+@pytest.mark.parametrize("client", ["v6-strict", "v6", "v7"])
+def test_a_refresh_while_paused_then_the_approval_shows_each_part_once(
+    live_client: ChatClient, helix_server: str, token: str, client: str
+) -> None:
+    refresh_while_paused_then_approve(live_client, helix_server, token, client)
+
+
+@pytest.mark.parametrize("client", ["v6-strict", "v6", "v7"])
+def test_the_same_without_content_replay(
+    live_client: ChatClient, replay_off_server: str, token: str, client: str
+) -> None:
+    refresh_while_paused_then_approve(live_client, replay_off_server, token, client)

@@ -3,8 +3,8 @@
 // chat/static/helix/helix-chat.js). tests/js/live.mjs cannot be reused here: it fixes the API
 // path (/api/chat) and the credentials (Authorization: Token).
 //
-// stdin: one JSON request {client, helix, baseUrl, sessionId, headers, agent, actions}
-//   baseUrl: where the host mounted the chat API, e.g. http://127.0.0.1:8000/assistant/chat
+// stdin: one JSON request {client, helix, api, sessionId, headers, agent, actions}
+//   api: where the host mounted the chat API, e.g. http://127.0.0.1:8000/assistant/chat
 //   actions: {kind: "send", text} | {kind: "send-and-drop", text, dropWhenText} | {kind: "resume"}
 //     "send-and-drop" drops the connection (a disconnect, not a stop) once the answer's text
 //     holds dropWhenText, and records the answer as the client had it then in `dropped`.
@@ -40,7 +40,7 @@ async function run(request) {
   const ai = await importPackage(`ai-${request.client}`);
   const helix = await import(pathToFileURL(request.helix));
   const errors = [];
-  const options = { baseUrl: request.baseUrl, sessionId: request.sessionId, agent: request.agent, headers: request.headers };
+  const options = { api: request.api, sessionId: request.sessionId, agent: request.agent, headers: request.headers };
   const transport = new ai.DefaultChatTransport({
     prepareSendMessagesRequest: helix.prepareHelixChatRequest(options),
     prepareReconnectToStreamRequest: helix.prepareHelixReconnectRequest(options),

@@ -128,7 +128,7 @@ def chat(host: Host, user: str, actions: list[dict[str, Any]]) -> tuple[str, dic
     request = {
         "client": "v6",
         "helix": str(installed(host.venv, "chat/static/helix/helix-chat.js")),
-        "baseUrl": f"http://127.0.0.1:{host.port}/assistant/chat",
+        "api": f"http://127.0.0.1:{host.port}/assistant/chat",
         "sessionId": session_id,
         "headers": {"X-Api-Key": host.keys[user]},
         "agent": "helpdesk",

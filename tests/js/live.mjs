@@ -63,7 +63,7 @@ async function run(request) {
   };
 
   function makeChat(messages, resumeFromSequence, snapshot) {
-    const options = { baseUrl: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence, snapshot };
+    const options = { api: base, sessionId: request.sessionId, agent: request.agent, headers, resumeFromSequence, snapshot };
     chatOptions = options;
     const transport = new ai.DefaultChatTransport({
       fetch: recordingFetch,
@@ -72,7 +72,7 @@ async function run(request) {
     });
     state = new State(structuredClone(messages));
     onResync = helix.createResyncHandler({
-      sessionId: request.sessionId, baseUrl: base, headers, setMessages: (m) => { state.messages = m; },
+      sessionId: request.sessionId, api: base, headers, setMessages: (m) => { state.messages = m; },
       getChat: () => chat, reconnectOptions: options,
     });
     // Client tools the page runs ({name: output}), from the start or only after a refresh.
@@ -116,12 +116,12 @@ async function run(request) {
       if (action.untilText) await answerText(state);  // the first answer has begun, however slow the machine
       let snapshot = null;
       for (const deadline = Date.now() + 10000; Date.now() < deadline; await sleep(50)) {
-        snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+        snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, api: base, headers });
         if (snapshot?.status === "active") break;  // the first tab's answer is streaming
       }
       if (snapshot?.status !== "active") throw new Error("the first tab's answer never started");
       const options = {
-        baseUrl: base, sessionId: request.sessionId, agent: chatOptions.agent, headers,
+        api: base, sessionId: request.sessionId, agent: chatOptions.agent, headers,
         resumeFromSequence: snapshot.streamSequence, existingMessageId: snapshot.existingMessageId,
       };
       const transport = new ai.DefaultChatTransport({
@@ -149,12 +149,12 @@ async function run(request) {
         await onToolCall?.settled();
         if (state.status !== "streaming" && state.status !== "submitted") break;
       }
-      const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+      const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, api: base, headers });
       checks.push({ messages: structuredClone(state.messages), snapshot });
     } else if (action.kind === "resume") {
       await chat.resumeStream();
     } else if (action.kind === "refresh") {
-      const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+      const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, api: base, headers });
       snapshots.push(snapshot);
       refreshed = true;
       makeChat(snapshot.messages, snapshot.streamSequence, snapshot);
@@ -176,7 +176,7 @@ async function run(request) {
       const deadline = Date.now() + (action.timeoutMs ?? 90000);
       while (Date.now() < deadline) {
         await onResync.settled();
-        const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, baseUrl: base, headers });
+        const snapshot = await helix.loadHelixSnapshot({ sessionId: request.sessionId, api: base, headers });
         if (!helix.shouldResume(snapshot) && state.status !== "streaming" && state.status !== "submitted") break;
         await sleep(200);
       }

@@ -1,26 +1,58 @@
-// Helix for Django: helpers for the AI SDK's DefaultChatTransport (ai v6). An ES module with no
-// build step, served by Django at {% static 'helix/helix-chat.js' %}.
+// Helix for Django: helpers for the AI SDK's DefaultChatTransport (ai 6 and 7). An ES module with
+// no build step, served by Django at {% static 'helix/helix-chat.js' %}, and the main entry of the
+// npm package @helix-django/chat (clients/chat), whose "@helix-django/chat/react" entry has the
+// React hooks built on these helpers.
 //
 //   import { prepareHelixChatRequest, prepareHelixReconnectRequest, loadHelixSnapshot,
-//            createResyncHandler, createClientToolHandler } from "/static/helix/helix-chat.js";
+//            createResyncHandler, createClientToolHandler } from "@helix-django/chat";
 //   const snapshot = await loadHelixSnapshot({ sessionId });
-//   const options = { sessionId, resumeFromSequence: snapshot.streamSequence, snapshot, agent: "chat" };
+//   const options = { sessionId, resumeFromSequence: snapshot?.streamSequence, snapshot, agent: "chat" };
 //   const transport = new DefaultChatTransport({
 //     prepareSendMessagesRequest: prepareHelixChatRequest(options),
 //     prepareReconnectToStreamRequest: prepareHelixReconnectRequest(options),
 //   });
 //
-// Every request goes to the single-path layout /api/chat/<session id>: POST starts or continues
-// a run, GET resumes it. Browsers send the CSRF token from the csrftoken cookie, else from the
-// page's <meta name="csrf-token"> ({% helix_csrf_meta %}), else `csrfToken` in the options; API
-// clients pass `headers: {Authorization: "Token …"}`.
+// Every request goes to <api>/<session id> (`api` is "/api/chat" unless the site mounts Helix
+// elsewhere): POST starts or continues a run, GET resumes it, POST …/stop stops it. Browsers send
+// the CSRF token from the csrftoken cookie, else from the page's <meta name="csrf-token">
+// ({% helix_csrf_meta %}), else `csrfToken` in the options; API clients pass
+// `headers: {Authorization: "Token …"}`.
 
-const DEFAULT_BASE = "/api/chat";
+const DEFAULT_API = "/api/chat";
+
+/**
+ * @typedef {object} HelixOptions What the helpers take; one object may be shared by all of them.
+ * @property {string} [sessionId] The session (else the chat's own id).
+ * @property {string} [api] Where the site mounts Helix's chat URLs: `"<prefix>/chat"`, `/api/chat` by default.
+ * @property {string} [agent] The agent a new run uses.
+ * @property {Record<string, string> | Headers} [headers] Sent with every request (`Authorization` for API clients).
+ * @property {RequestCredentials} [credentials] `same-origin` by default.
+ * @property {string} [csrfToken] The CSRF token, when neither the cookie nor the meta tag has it.
+ * @property {Record<string, unknown>} [body] More fields for every chat POST.
+ * @property {number} [resumeFromSequence] The stream position the page shows (the snapshot's `streamSequence`).
+ * @property {HelixSnapshot | null} [snapshot] The snapshot the page rendered.
+ * @property {string} [existingMessageId] The message the page shows for the run in flight.
+ * @property {typeof fetch} [fetch] A fetch of your own.
+ */
+
+/**
+ * @typedef {object} HelixSnapshot A session as the server stores it: what a page renders before it resumes.
+ * @property {any[]} messages The UI messages (`UIMessage[]`).
+ * @property {Record<string, unknown>} state The agent's state.
+ * @property {number} streamSequence Resume the stream from here.
+ * @property {number} startSequence The current run's first chunk follows this one.
+ * @property {"active" | "paused" | "ended" | "failed"} status The stream's status.
+ * @property {string | null} checkpointId The checkpoint the snapshot shows.
+ * @property {string | null} existingMessageId The in-flight answer's message id.
+ * @property {number} timestamp When it was taken (ms).
+ */
 
 /**
  * The page's CSRF token (browsers only): from Django's `csrftoken` cookie, else from
  * `<meta name="csrf-token">` ({% load helix %}{% helix_csrf_meta %}), which a site whose cookie
  * JavaScript cannot read (CSRF_COOKIE_HTTPONLY, CSRF_USE_SESSIONS) puts in its page.
+ * @param {string} [cookieName]
+ * @returns {string | undefined}
  */
 export function csrfToken(cookieName = "csrftoken") {
   if (typeof document === "undefined") return undefined;
@@ -31,6 +63,28 @@ export function csrfToken(cookieName = "csrftoken") {
   return document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") || undefined;
 }
 
+/** An `Error` for a request the server refused, with its typed `code` and the HTTP `status`. */
+export class HelixError extends Error {
+  /**
+   * @param {string} message
+   * @param {string | undefined} code
+   * @param {number} status
+   */
+  constructor(message, code, status) {
+    super(message);
+    this.name = "HelixError";
+    this.code = code;
+    this.status = status;
+  }
+}
+
+async function refused(response, what) {
+  const text = await response.text();
+  let body = {};
+  try { body = JSON.parse(text); } catch { /* a proxy's page, not Helix's answer */ }
+  return new HelixError(body.error ?? `${what} failed: HTTP ${response.status}`, body.code, response.status);
+}
+
 function toObject(headers) {
   if (!headers) return {};
   if (typeof Headers !== "undefined" && headers instanceof Headers) return Object.fromEntries(headers.entries());
@@ -39,7 +93,7 @@ function toObject(headers) {
 }
 
 function chatUrl(options, id) {
-  const base = (options.baseUrl ?? DEFAULT_BASE).replace(/\/$/, "");
+  const base = (options.api ?? DEFAULT_API).replace(/\/$/, "");
   return `${base}/${encodeURIComponent(options.sessionId ?? id)}`;
 }
 
@@ -53,14 +107,17 @@ function helixHeaders(options, requestHeaders) {
 }
 
 /**
- * For `prepareSendMessagesRequest`: POST to /api/chat/<session id> with the AI SDK body
- * (`id`, `messages`, `trigger`, `messageId`) plus `agent` when `options.agent` names one.
+ * For `prepareSendMessagesRequest`: POST to <api>/<session id> with the AI SDK body (`id`,
+ * `messages`, `trigger`, `messageId`) plus `agent` when `options.agent` names one, and the page's
+ * position (`X-Resume-From-Sequence`), so that under the default double-texting policy a POST
+ * that meets a run in flight (another tab's) streams that run instead of failing with 409.
+ * @param {HelixOptions} [options]
  */
 export function prepareHelixChatRequest(options = {}) {
   return ({ id, messages, trigger, messageId, body, headers, credentials }) => ({
     api: chatUrl(options, id),
     credentials: credentials ?? options.credentials ?? "same-origin",
-    headers: helixHeaders({ ...options, resumeFromSequence: undefined }, headers),
+    headers: helixHeaders({ ...options, existingMessageId: undefined }, headers),
     body: {
       ...(body ?? {}),
       ...(options.body ?? {}),
@@ -73,27 +130,33 @@ export function prepareHelixChatRequest(options = {}) {
   });
 }
 
-/** The id of the `-partial` message a snapshot taken with content replay off ends with, if any. */
-function partialMessageId(snapshot) {
+/**
+ * The message a snapshot taken with content replay off shows for the run in flight, if any: a
+ * `-partial` message (a step under way), or the answer of a run that waits on a person.
+ */
+function inFlightMessageId(snapshot) {
   const last = snapshot?.messages?.at(-1);
-  return last?.role === "assistant" && typeof last.id === "string" && last.id.endsWith("-partial") ? last.id : undefined;
+  if (last?.role !== "assistant" || typeof last.id !== "string") return undefined;
+  if (last.id.endsWith("-partial")) return last.id;
+  return shouldResume(snapshot) && snapshot.existingMessageId === last.id ? last.id : undefined;
 }
 
 /**
- * For `prepareReconnectToStreamRequest`: GET /api/chat/<session id> (instead of the SDK's
+ * For `prepareReconnectToStreamRequest`: GET <api>/<session id> (instead of the SDK's
  * `<api>/<id>/stream`), with the resume position of the snapshot the page loaded. Without a
  * position the server replays the current run from its start.
  *
- * Pass the loaded snapshot as `options.snapshot`. When it shows the answer in flight as a
- * `-partial` message (content replay off) and the client starts a fresh message for a resumed
- * stream (ai 6.0.304+ and 7.x, whose transports declare `resumeStreamIsReplay`), the run is asked
- * for from its start under that message's id: the client replaces the partial message with the
- * whole answer, so the page keeps one message. Older clients continue the partial message from
- * the position.
+ * Pass the loaded snapshot as `options.snapshot`. When it shows the answer in flight (content
+ * replay off: a `-partial` message, or the answer of a run waiting on a person) and the client
+ * starts a fresh message for a resumed stream (ai 6.0.304+ and 7.x, whose transports declare
+ * `resumeStreamIsReplay`), the run is asked for from its start under that message's id: the
+ * client replaces the message with the whole answer, so the page keeps one message with each
+ * part once. Older clients continue the message from the position.
+ * @param {HelixOptions} [options]
  */
 export function prepareHelixReconnectRequest(options = {}) {
   return function prepareReconnect({ id, headers, credentials }) {
-    const partial = partialMessageId(options.snapshot);
+    const partial = inFlightMessageId(options.snapshot);
     const freshOnResume = typeof this?.resumeStreamIsReplay === "boolean";
     const resume = partial && freshOnResume
       ? { ...options, resumeFromSequence: undefined, existingMessageId: partial }
@@ -106,19 +169,48 @@ export function prepareHelixReconnectRequest(options = {}) {
   };
 }
 
-/** GET the session's snapshot: `{messages, state, streamSequence, status, …}`, or null (404). */
-export async function loadHelixSnapshot({ sessionId, baseUrl, headers, fetch: fetchImpl } = {}) {
+/**
+ * GET the session's snapshot (at `checkpointId` when given), or null for a session that does not
+ * exist yet. A refused request throws a {@link HelixError}.
+ * @param {HelixOptions & {checkpointId?: string}} [options]
+ * @returns {Promise<HelixSnapshot | null>}
+ */
+export async function loadHelixSnapshot({ sessionId, api, headers, credentials, checkpointId, fetch: fetchImpl } = {}) {
   const doFetch = fetchImpl ?? globalThis.fetch;
-  const response = await doFetch(`${chatUrl({ baseUrl, sessionId }, sessionId)}/snapshot`, {
+  const query = checkpointId ? `?checkpointId=${encodeURIComponent(checkpointId)}` : "";
+  const response = await doFetch(`${chatUrl({ api, sessionId }, sessionId)}/snapshot${query}`, {
     headers: toObject(headers),
-    credentials: "same-origin",
+    credentials: credentials ?? "same-origin",
   });
-  if (response.status === 404) return null;
-  if (!response.ok) throw new Error(`snapshot failed: ${response.status} ${await response.text()}`);
+  if (response.status === 404 && !checkpointId) return null;
+  if (!response.ok) throw await refused(response, "snapshot");
   return response.json();
 }
 
-/** Whether the page should resume the stream for this snapshot. */
+/**
+ * Stop the session's run on the server (`POST <api>/<session id>/stop`), not only this page's
+ * connection: the run keeps what it streamed and ends its stream, and every tab's stream of it
+ * ends there. Resolves to whether a run was in flight; a refused request throws a
+ * {@link HelixError}.
+ * @param {HelixOptions} options
+ * @returns {Promise<boolean>}
+ */
+export async function stopHelixRun(options) {
+  const doFetch = options.fetch ?? globalThis.fetch;
+  const response = await doFetch(`${chatUrl(options, options.sessionId)}/stop`, {
+    method: "POST",
+    headers: helixHeaders({ ...options, resumeFromSequence: undefined, existingMessageId: undefined }),
+    credentials: options.credentials ?? "same-origin",
+  });
+  if (!response.ok) throw await refused(response, "stop");
+  return (await response.json()).stopped === true;
+}
+
+/**
+ * Whether the page should resume the stream for this snapshot.
+ * @param {HelixSnapshot | null | undefined} snapshot
+ * @returns {boolean}
+ */
 export function shouldResume(snapshot) {
   return snapshot != null && (snapshot.status === "active" || snapshot.status === "paused");
 }
@@ -130,17 +222,26 @@ export function shouldResume(snapshot) {
  * stops the stream, reloads the snapshot, hands its messages to `setMessages`, points
  * `reconnectOptions` (the object given to `prepareHelixReconnectRequest`) at the snapshot's
  * position and resumes: the answer is rebuilt from what the server holds, and ends as it would
- * have without the crash. Without `getChat` it only replaces the messages.
- * `handler.settled()` is a promise for the resyncs in progress.
+ * have without the crash. Without `getChat` it only replaces the messages. `onResync(data,
+ * snapshot)` follows each resync; `onError(error, data)` a resync that failed (without it,
+ * `onResync(data, null, error)`). `handler.settled()` is a promise for the resyncs in progress.
+ * @param {HelixOptions & {
+ *   setMessages: (messages: any[]) => void,
+ *   getChat?: () => any,
+ *   reconnectOptions?: HelixOptions,
+ *   onResync?: (data: any, snapshot: HelixSnapshot | null, error?: unknown) => void,
+ *   onError?: (error: unknown, data: any) => void,
+ * }} options
+ * @returns {((part: {type: string, data?: any}) => void) & {settled: () => Promise<void>}}
  */
 export function createResyncHandler({
-  sessionId, baseUrl, headers, fetch: fetchImpl, setMessages, getChat, reconnectOptions, onResync,
+  sessionId, api, headers, credentials, fetch: fetchImpl, setMessages, getChat, reconnectOptions, onResync, onError,
 }) {
   let pending = Promise.resolve();
   const resync = async (data) => {
     const chat = getChat?.();
     if (chat) await chat.stop();
-    const snapshot = await loadHelixSnapshot({ sessionId, baseUrl, headers, fetch: fetchImpl });
+    const snapshot = await loadHelixSnapshot({ sessionId, api, headers, credentials, fetch: fetchImpl });
     if (snapshot) setMessages(snapshot.messages);
     if (snapshot && reconnectOptions) {
       reconnectOptions.resumeFromSequence = snapshot.streamSequence;
@@ -154,7 +255,7 @@ export function createResyncHandler({
     pending = pending
       .then(() => new Promise((resolve) => setTimeout(resolve, 0)))
       .then(() => resync(part.data))
-      .catch((error) => onResync?.(part.data, null, error));
+      .catch((error) => (onError ? onError(error, part.data) : onResync?.(part.data, null, error)));
   };
   handler.settled = () => pending;
   return handler;
@@ -168,6 +269,10 @@ function pendingCall(messages, toolCallId) {
   return null;
 }
 
+function toolName(part) {
+  return part.type === "dynamic-tool" ? part.toolName : part.type.startsWith("tool-") ? part.type.slice(5) : undefined;
+}
+
 async function idle(chat) {
   while (chat.status === "streaming" || chat.status === "submitted") {
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -179,8 +284,13 @@ async function idle(chat) {
  * page: `tools` maps a tool name to `async (input) => output`. Once the stream is idle, each call
  * still waiting (`input-available`) gets its output through `addToolOutput` (or `output-error`
  * when the function throws), and when no call of the message waits any more the message is
- * continued with `sendMessage()`. A call answered already (a replay after a page refresh shows
- * it before its output) is left alone, so a refresh while the run waits simply dispatches it.
+ * continued with `sendMessage()`. A call answered already is left alone, so a call dispatched
+ * twice (seen live, then again in a replay after a reload) runs once.
+ *
+ * `handler.dispatchPending()` runs the calls of the last message that still wait, for a page
+ * that loaded a snapshot while the run waited on them (no stream announces them again).
+ * @param {{tools: Record<string, (input: any) => unknown>, getChat: () => any, autoContinue?: boolean}} options
+ * @returns {((event: {toolCall: any}) => void) & {settled: () => Promise<void>, dispatchPending: () => Promise<void>}}
  */
 export function createClientToolHandler({ tools, getChat, autoContinue = true }) {
   let pending = Promise.resolve();
@@ -198,7 +308,9 @@ export function createClientToolHandler({ tools, getChat, autoContinue = true })
     }
     const message = pendingCall(chat.messages, toolCall.toolCallId)?.message;
     const waiting = message?.parts.some((p) => p.toolCallId && (p.state === "input-available" || p.state === "approval-requested"));
-    if (autoContinue && !waiting) await chat.sendMessage();
+    // The chat may have continued by itself (its sendAutomaticallyWhen): never send twice.
+    const sent = chat.status === "submitted" || chat.status === "streaming";
+    if (autoContinue && !waiting && !sent) await chat.sendMessage();
   };
   const handler = ({ toolCall }) => {
     if (toolCall.providerExecuted || !Object.hasOwn(tools, toolCall.toolName)) return;
@@ -206,5 +318,16 @@ export function createClientToolHandler({ tools, getChat, autoContinue = true })
     pending = pending.catch(() => {});
   };
   handler.settled = () => pending;
+  handler.dispatchPending = () => {
+    const last = getChat().messages.at(-1);
+    if (last?.role !== "assistant") return pending;
+    for (const part of last.parts ?? []) {
+      const name = toolName(part);
+      if (name && part.state === "input-available" && !part.providerExecuted && Object.hasOwn(tools, name)) {
+        handler({ toolCall: { toolCallId: part.toolCallId, toolName: name, input: part.input } });
+      }
+    }
+    return pending;
+  };
   return handler;
 }

@@ -7,7 +7,7 @@ import {
 } from "helix-chat";
 
 const $ = (id) => document.getElementById(id);
-const baseUrl = document.body.dataset.chatUrl;
+const api = document.body.dataset.chatUrl;
 const params = new URLSearchParams(location.search);
 const sessionId = params.get("session") ?? crypto.randomUUID();
 if (!params.get("session")) history.replaceState(null, "", `?session=${sessionId}`);
@@ -40,8 +40,8 @@ function render() {
   $("status").textContent = chat.state.error ? `error: ${chat.state.error.message}` : chat.state.status;
 }
 
-const snapshot = await loadHelixSnapshot({ sessionId, baseUrl });
-const options = { sessionId, baseUrl, resumeFromSequence: snapshot?.streamSequence, snapshot };
+const snapshot = await loadHelixSnapshot({ sessionId, api });
+const options = { sessionId, api, resumeFromSequence: snapshot?.streamSequence, snapshot };
 const transport = new DefaultChatTransport({
   prepareSendMessagesRequest: prepareHelixChatRequest(options),
   prepareReconnectToStreamRequest: prepareHelixReconnectRequest(options),
