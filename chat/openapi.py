@@ -213,6 +213,23 @@ SCHEMA: dict[str, Any] = {
                 },
             },
         },
+        "/chat/{session_id}/feed": {
+            "parameters": [_session],
+            "get": {
+                "summary": "The session's feed: its runs starting, pausing, going on, ending (one per tab)",
+                "responses": {
+                    "200": {
+                        "description": (
+                            "Server-sent events, open until the client leaves: `event: run` with "
+                            "`{status, runId, streamSequence}` whenever the session's run changes "
+                            "hands or state, and keep-alive comments between them."
+                        ),
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(401, 404),
+                },
+            },
+        },
         "/sessions": {
             "get": {
                 "summary": "The caller's sessions",

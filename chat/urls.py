@@ -18,6 +18,7 @@ urlpatterns = [
     path("chat/<str:session_id>/snapshot", views.SnapshotView.as_view(), name="chat-snapshot"),
     path("chat/<str:session_id>/messages", views.MessagesView.as_view(), name="chat-messages"),
     path("chat/<str:session_id>/stop", views.StopView.as_view(), name="chat-stop"),
+    path("chat/<str:session_id>/feed", views.SessionFeedView.as_view(), name="chat-feed"),
     path("sessions", views.SessionListView.as_view(), name="sessions"),
     path("agents", views.AgentsView.as_view(), name="agents"),
     path("schema", openapi.schema_view, name="schema"),

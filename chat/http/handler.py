@@ -25,6 +25,7 @@ from chat.ai_sdk.transformer import StreamTransformer
 from chat.exceptions import MethodNotAllowedError, OverrideNotAllowedError
 from chat.http.continuations import continued_run
 from chat.http.double_texting import DoubleTexting, existing_message_id
+from chat.http.feed import session_feed
 from chat.http.parsing import ChatInput, Limits, parse_chat_body
 from chat.http.read_ahead import PageAhead
 from chat.http.responses import STREAM_OPEN, HandlerResponse, error_response
@@ -40,7 +41,7 @@ from streams.exceptions import (
     ValidationError,
 )
 from streams.messages import StoredMessage
-from streams.sse import extract_resume_position
+from streams.sse import UI_MESSAGE_STREAM_HEADERS, extract_resume_position
 from workers.exceptions import RunConflictError
 from workers.executors import Executor
 
@@ -336,6 +337,13 @@ class FrontendHandler:
             "limit": limit,
             "total": total,
         }
+
+    def session_feed(self, session_id: str) -> HandlerResponse:
+        """The session's feed (:mod:`chat.http.feed`): an event stream, open until the client
+        leaves, that says whenever the session's run starts, pauses, goes on, ends or fails."""
+        headers = {k: v for k, v in UI_MESSAGE_STREAM_HEADERS.items() if not k.startswith("x-vercel")}
+        body = session_feed(self.streams, session_id, keep_alive=self.keep_alive)
+        return HandlerResponse(200, headers, ending_cleanly(body, self.logger, first=STREAM_OPEN))
 
     async def get_snapshot(
         self, session_id: str, include_partial_content: bool | None = None, checkpoint_id: str | None = None

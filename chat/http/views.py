@@ -3,7 +3,8 @@
 ``chat``: POST starts a run in the session the body names (``id`` or ``sessionId``) or in a new
 one; ``chat/<id>``: POST starts or continues a run and streams it, GET resumes it, DELETE removes
 the session; ``chat/<id>/stream`` is the resume URL ``useChat({resume: true})`` calls;
-``chat/<id>/snapshot``, ``chat/<id>/messages`` and ``chat/<id>/stop``; ``sessions`` lists the
+``chat/<id>/snapshot``, ``chat/<id>/messages``, ``chat/<id>/stop`` and the session's feed
+``chat/<id>/feed`` (its runs starting, pausing and ending, for every tab); ``sessions`` lists the
 caller's sessions; ``agents`` the registered agents. Every request reaches its view through
 Django's handler and the site's middleware, and every view runs the one pipeline of
 :mod:`chat.http.pipeline`; views are coroutines that answer streams as Django's asynchronous
@@ -47,6 +48,7 @@ __all__ = [
     "ChatView",
     "MessagesView",
     "NewChatView",
+    "SessionFeedView",
     "SessionListView",
     "SnapshotView",
     "StopView",
@@ -224,6 +226,17 @@ class ChatView(_ResumeMixin):
 
 class ChatStreamView(_ResumeMixin):
     """GET ``chat/<id>/stream``: the default resume URL of ``useChat({resume: true})``."""
+
+
+class SessionFeedView(HelixAPIView):
+    """GET ``chat/<id>/feed``: the session's feed (:mod:`chat.http.feed`), one per tab: every
+    tab of a session hears when a run starts, pauses, goes on, ends or fails, wherever it was
+    started. It counts as one of the caller's open streams."""
+
+    async def get(self, request: Request, session_id: str) -> HttpResponseBase:
+        self.require_session()
+        place = admit(caller_key(self.caller))
+        return to_django(get_handler().session_feed(session_id), place)
 
 
 class SnapshotView(HelixAPIView):

@@ -152,6 +152,15 @@ class StreamManager(abc.ABC):
             return None
         return ResumableStreamReader(self, stream_id, from_sequence, page, stop_on_pause=stop_on_pause)
 
+    def watch(self, stream_id: str) -> Subscription:
+        """Notifications that ``stream_id`` changed (chunks written, its status changed, opened
+        for a new run), for a caller that reads the stream's state itself rather than its chunks,
+        such as a session's feed. ``await ready()`` before the first read of the state, then
+        ``wait()`` for each change; ``close()`` when done. Notifications may be merged or, while
+        the store is unreachable, lost: a watcher reads the state again now and then."""
+        validate_stream_id(stream_id)
+        return self._subscribe(stream_id)
+
     async def create_reader(self, stream_id: str) -> StreamReader | None:
         """A reader yielding every chunk of the stream from its start, then live ones until it ends."""
         reader = await self.create_resumable_reader(stream_id, 0)
@@ -279,8 +288,8 @@ class StreamManager(abc.ABC):
         """The sequence of the first chunk of the latest mark of ``step``."""
 
     @abc.abstractmethod
-    def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
-        """Register ``reader`` for change notifications of its stream."""
+    def _subscribe(self, stream_id: str) -> Subscription:
+        """Change notifications of ``stream_id`` (a reader's, or a watcher's)."""
 
     async def _positions(self, stream_ids: list[str]) -> dict[str, tuple[str, int] | None]:
         """Each stream's status and latest sequence (``None``: gone), to check readers that heard

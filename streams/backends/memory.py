@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from streams.backends.base import StreamManager
-from streams.backends.readers import ResumableStreamReader, Subscription
+from streams.backends.readers import Subscription
 from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
 from streams.exceptions import (
     StreamClosedError,
@@ -235,8 +235,8 @@ class InMemoryStreamManager(StreamManager):
         with self._lock:
             return {run_id for run_id in run_ids if self._alive.get(run_id, 0.0) > now}
 
-    def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
-        return _MemorySubscription(self, reader.stream_id)
+    def _subscribe(self, stream_id: str) -> Subscription:
+        return _MemorySubscription(self, stream_id)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -177,7 +177,7 @@ class PageStore(Protocol):
 
     async def _read_page(self, stream_id: str, after_sequence: int, limit: int) -> ReadPage | None: ...
 
-    def _subscribe(self, reader: ResumableStreamReader) -> Subscription: ...
+    def _subscribe(self, stream_id: str) -> Subscription: ...
 
     async def _positions(self, stream_ids: list[str]) -> dict[str, tuple[str, int] | None]: ...
 
@@ -325,7 +325,7 @@ class ResumableStreamReader(AsyncIterator[StoredChunk]):
                 # Caught up with a live stream: subscribe, then check (with the other readers
                 # subscribing now) that nothing was written before the subscription was live; a
                 # stream that moved on meanwhile nudges this reader to read it again.
-                self._subscription = self.manager._subscribe(self)
+                self._subscription = self.manager._subscribe(self.stream_id)
                 await self._subscription.ready()
                 self._heard_at = time.monotonic()
                 self._watchdog = _watchdog()

@@ -33,7 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import streams.backends.redis_scripts as redis_scripts
 from streams.backends.base import StreamManager
-from streams.backends.readers import ResumableStreamReader, Subscription
+from streams.backends.readers import Subscription
 from streams.backends.records import TERMINAL, ReadPage, StreamInfo, StreamStatus, WriteBatch, validate_stream_id
 from streams.backends.redis_reads import PageReads
 from streams.backends.redis_tail import TailHub, TailSubscription
@@ -258,9 +258,9 @@ class RedisStreamManager(StreamManager):
         value = await self._call_idempotent(stream_id, lambda: state.client.hget(key, str(step)))
         return None if value is None else int(value)
 
-    def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
+    def _subscribe(self, stream_id: str) -> Subscription:
         state = self._state()
-        return TailSubscription(state.hub, reader.stream_id, self._channel(reader.stream_id).encode())
+        return TailSubscription(state.hub, stream_id, self._channel(stream_id).encode())
 
     # -- lifecycle ---------------------------------------------------------------------------
 

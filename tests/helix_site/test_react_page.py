@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, Request, Response, expect
+from playwright.sync_api import Browser, BrowserContext, Page, Request, Response, expect
 
 from tests.helix_site.test_chat_page import ENV  # the demo site, anonymous, in one process
 from tests.helix_site.test_demo_page import _playwright_loop, browser  # noqa: F401 (the module's Chromium fixtures)
@@ -24,7 +24,9 @@ LINES = pytest.mark.parametrize("line", ["6", "7"], ids=["ai6", "ai7"])
 class ReactPage:
     """One tab of the React page, noting its errors and the resumes (GETs of the chat URL) it makes."""
 
-    def __init__(self, browser: Browser, port: int, line: str, **context: Any) -> None:  # noqa: F811
+    def __init__(self, browser: Browser | BrowserContext, port: int, line: str, **context: Any) -> None:  # noqa: F811
+        """A tab in a browser of its own, or in ``browser`` when it is a context (the tabs of a
+        context share their cookies: one visitor)."""
         self.port, self.line = port, line
         self.page: Page = browser.new_page(**context)
         self.errors: list[str] = []
@@ -180,3 +182,77 @@ def test_stop_ends_the_run_on_the_server_and_leaves_nothing_streaming(
         assert not any(state.startswith("input-") for state in states), states
         tab.assert_equals_snapshot()
         tab.close()
+
+
+def two_tabs(browser: Browser, port: int, line: str) -> tuple[ReactPage, ReactPage]:  # noqa: F811
+    """Two tabs of one visitor on one session: the first starts it with a short chat, the second
+    opens the first's address."""
+    context = browser.new_context()
+    first = ReactPage(context, port, line)
+    first.open()
+    first.answering("chat", "Hello", "Hello")
+    first.wait_ready()
+    second = ReactPage(context, port, line)
+    second.open(first.session)
+    expect(second.page.locator(".msg.assistant")).to_have_count(1)
+    return first, second
+
+
+@LINES
+def test_a_run_started_in_one_tab_streams_in_the_other(browser: Browser, test_database: str, line: str) -> None:  # noqa: F811
+    with site(test_database) as port:
+        first, second = two_tabs(browser, port, line)
+        first.send("research", "How do streams resume?")
+        # The second tab hears of the run from the session's feed and streams it as it goes.
+        second.page.wait_for_function(
+            "document.querySelectorAll('.msg.assistant')[1]?.innerText.includes('Here is what I found')"
+            " && !document.querySelectorAll('.msg.assistant')[1]?.innerText.includes('That is the whole picture')",
+            timeout=20_000,
+        )
+        for tab in (first, second):
+            tab.page.wait_for_function(
+                "document.querySelectorAll('.msg.assistant')[1]?.innerText.includes('That is the whole picture')"
+                " && document.querySelector('#status').textContent === 'ready'",
+                timeout=30_000,
+            )
+            tab.assert_equals_snapshot()
+            tab.close()
+
+
+@LINES
+def test_an_approval_answered_in_one_tab_leaves_the_other(browser: Browser, test_database: str, line: str) -> None:  # noqa: F811
+    with site(test_database) as port:
+        first, second = two_tabs(browser, port, line)
+        first.send("assistant", "Email the team the notes")
+        for tab in (first, second):
+            expect(tab.page.locator(".tool .state.approval-requested")).to_have_count(1, timeout=15_000)
+        first.page.get_by_role("button", name="Approve").click()
+        for tab in (first, second):
+            expect(tab.page.locator(".approval")).to_have_count(0, timeout=5_000)
+            expect(tab.page.locator(".msg.assistant").last).to_contain_text("Sent to team@example.com.", timeout=15_000)
+            tab.wait_ready()
+            tab.assert_equals_snapshot()
+            tab.close()
+
+
+@LINES
+def test_a_message_refused_while_a_run_waits_says_why_and_leaves_no_trace(
+    browser: Browser,  # noqa: F811
+    test_database: str,
+    line: str,
+) -> None:
+    """The run waits on an approval: a message sent meanwhile (here, from the second tab) is
+    refused; the page says why in words and shows the server's messages, without it."""
+    with site(test_database) as port:
+        first, second = two_tabs(browser, port, line)
+        first.send("assistant", "Email the team the notes")
+        expect(second.page.locator(".tool .state.approval-requested")).to_have_count(1, timeout=15_000)
+        second.wait_ready()
+        second.send("assistant", "Are you there?")
+        expect(second.page.get_by_test_id("status")).to_contain_text("already has a run in flight", timeout=10_000)
+        assert "{" not in second.page.get_by_test_id("status").inner_text()
+        second.page.wait_for_function("!document.querySelector('#messages').innerText.includes('Are you there?')")
+        second.assert_equals_snapshot()
+        second.errors.clear()  # the refused POST's 409 is the point of the test
+        for tab in (first, second):
+            tab.close()

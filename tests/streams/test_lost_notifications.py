@@ -37,12 +37,12 @@ class Deaf(Subscription):
 
 
 class LosesEveryNotification(InMemoryStreamManager):
-    def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
+    def _subscribe(self, stream_id: str) -> Subscription:
         return Deaf()
 
 
 class RedisLosesEveryNotification(RedisStreamManager):
-    def _subscribe(self, reader: ResumableStreamReader) -> Subscription:
+    def _subscribe(self, stream_id: str) -> Subscription:
         return Deaf()
 
 
@@ -150,8 +150,8 @@ async def test_a_chunk_written_before_the_subscription_is_live_is_not_missed(
         await writer.write(delta("two"))
         await writer.flush()  # stored now, not by a buffer that flushes later
 
-    def racing(reader: ResumableStreamReader) -> Subscription:
-        return WrittenWhileSubscribing(subscribe(reader), write_two)
+    def racing(stream_id: str) -> Subscription:
+        return WrittenWhileSubscribing(subscribe(stream_id), write_two)
 
     monkeypatch.setattr(manager, "_subscribe", racing)
     reader = await manager.create_resumable_reader("s1", 0)

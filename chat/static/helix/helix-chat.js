@@ -111,13 +111,19 @@ function helixHeaders(options, requestHeaders) {
  * `messages`, `trigger`, `messageId`) plus `agent` when `options.agent` names one, and the page's
  * position (`X-Resume-From-Sequence`), so that under the default double-texting policy a POST
  * that meets a run in flight (another tab's) streams that run instead of failing with 409.
- * @param {HelixOptions} [options]
+ * `reattach: false` leaves the position out: such a POST is refused (409 `RUN_CONFLICT`), for a
+ * page that follows the session's feed and shows other tabs' runs by itself.
+ * @param {HelixOptions & {reattach?: boolean}} [options]
  */
 export function prepareHelixChatRequest(options = {}) {
   return ({ id, messages, trigger, messageId, body, headers, credentials }) => ({
     api: chatUrl(options, id),
     credentials: credentials ?? options.credentials ?? "same-origin",
-    headers: helixHeaders({ ...options, existingMessageId: undefined }, headers),
+    headers: helixHeaders({
+      ...options,
+      existingMessageId: undefined,
+      resumeFromSequence: options.reattach === false ? undefined : options.resumeFromSequence,
+    }, headers),
     body: {
       ...(body ?? {}),
       ...(options.body ?? {}),
@@ -204,6 +210,83 @@ export async function stopHelixRun(options) {
   });
   if (!response.ok) throw await refused(response, "stop");
   return (await response.json()).stopped === true;
+}
+
+/**
+ * The error a chat shows for a refused request: the server's `{"error", "code"}` as a
+ * {@link HelixError} with that message and code (its `status` is 0: the AI SDK keeps only the
+ * body), rather than the JSON text the AI SDK puts in its error. Anything else is returned as it is.
+ * @param {unknown} error
+ * @returns {unknown}
+ */
+export function readableError(error) {
+  if (!(error instanceof Error) || error instanceof HelixError) return error;
+  try {
+    const body = JSON.parse(error.message);
+    if (body && typeof body.error === "string") return new HelixError(body.error, body.code, 0);
+  } catch { /* not the server's JSON */ }
+  return error;
+}
+
+/**
+ * @typedef {object} HelixRunEvent What a session's feed says of its run.
+ * @property {"active" | "paused" | "ended" | "failed" | "none"} status The run's stream.
+ * @property {string | null} runId The run.
+ * @property {number} streamSequence The stream's last sequence.
+ */
+
+/**
+ * Open the session's feed (`GET <api>/<session id>/feed`): `onRun(event)` hears the run's state
+ * when the feed opens and whenever a run starts, pauses, goes on, ends or fails, in any tab or
+ * device. One connection, for as long as it is open: it reconnects (1 s, then up to 15 s apart)
+ * after a drop, and stops for good on a 401, 403 or 404 (`onError` hears why). Returns
+ * `{close()}`. Fetch-based, so `headers` (an API token) work where `EventSource` has none.
+ * @param {HelixOptions & {onRun: (event: HelixRunEvent) => void, onError?: (error: unknown) => void}} options
+ * @returns {{close: () => void}}
+ */
+export function openHelixFeed(options) {
+  const doFetch = options.fetch ?? globalThis.fetch;
+  const controller = new AbortController();
+  let delay = 1000;
+  const listen = async () => {
+    while (!controller.signal.aborted) {
+      try {
+        const response = await doFetch(`${chatUrl(options, options.sessionId)}/feed`, {
+          headers: { ...toObject(options.headers), Accept: "text/event-stream" },
+          credentials: options.credentials ?? "same-origin",
+          signal: controller.signal,
+        });
+        if (response.status === 401 || response.status === 403 || response.status === 404) {
+          options.onError?.(await refused(response, "feed"));
+          return;
+        }
+        if (!response.ok || !response.body) throw await refused(response, "feed");
+        delay = 1000;
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          let end;
+          while ((end = buffer.indexOf("\n\n")) !== -1) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const lines = block.split("\n");
+            const data = lines.filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+            if (lines.includes("event: run") && data) options.onRun(JSON.parse(data));
+          }
+        }
+      } catch (error) {
+        if (controller.signal.aborted) return;
+        options.onError?.(error);
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 15000);
+    }
+  };
+  void listen();
+  return { close: () => controller.abort() };
 }
 
 /**

@@ -21,16 +21,21 @@ import { useCallback, useEffect, useMemo, useRef, useState, useSyncExternalStore
 import {
   createClientToolHandler,
   createResyncHandler,
+  HelixError,
   loadHelixSnapshot,
+  openHelixFeed,
   prepareHelixChatRequest,
   prepareHelixReconnectRequest,
+  readableError,
   shouldResume,
   stopHelixRun,
   type HelixOptions,
+  type HelixRunEvent,
   type HelixSnapshot,
 } from "./index.js";
 
-export type { HelixOptions, HelixSnapshot } from "./index.js";
+export type { HelixOptions, HelixRunEvent, HelixSnapshot } from "./index.js";
+export { HelixError } from "./index.js";
 
 /** A `data-stream-resync` part: a worker took over the run from its last committed step. */
 export interface ResyncEvent {
@@ -289,7 +294,8 @@ export type ResumableChat = Omit<UseChatHelpers<UIMessage>, "error" | "stop"> & 
   isLoading: boolean;
   /** Why the snapshot could not be loaded. */
   error: unknown;
-  /** The chat's own error (a refused POST, a failed run), as `useChat`'s `error`. */
+  /** The chat's own error (a failed run), as `useChat`'s `error`, or why the server refused the
+   *  last message (a `HelixError` with its `code`: the page then shows the server's messages). */
   chatError: Error | undefined;
   /** Why the last resync failed, if it did. */
   resyncError: unknown;
@@ -310,7 +316,9 @@ interface SessionState {
   error: unknown;
   resyncError: unknown;
   resyncCount: number;
+  refusal: HelixError | undefined;
 }
+
 
 /** One session's chat, shared by the components that open it. */
 class HelixSession {
@@ -318,7 +326,23 @@ class HelixSession {
   readonly options: HelixOptions & { sessionId: string; checkpointId?: string };
   /** The options of every component that has the chat open, as each last rendered them. */
   readonly members = new Set<{ readonly current: ResumableChatOptions }>();
-  state: SessionState = { snapshot: null, isLoading: true, error: undefined, resyncError: undefined, resyncCount: 0 };
+  state: SessionState = {
+    snapshot: null,
+    isLoading: true,
+    error: undefined,
+    resyncError: undefined,
+    resyncCount: 0,
+    refusal: undefined,
+  };
+  private feed: { close: () => void } | undefined;
+  /** What the feed said last, and what the page last caught up with. */
+  private latest: HelixRunEvent | null = null;
+  private known: HelixRunEvent | null = null;
+  /** This tab's requests under way (a send, a resume, a load) that may not show in the chat's
+   * status yet: a resume is "ready" until its stream answers. */
+  private working = 0;
+  private refetchQueued = false;
+  private closed = false;
   ready: Promise<void>;
   private readonly listeners = new Set<() => void>();
   private readonly tools: ReturnType<typeof createClientToolHandler>;
@@ -365,7 +389,8 @@ class HelixSession {
       id: options.sessionId,
       messages: [],
       transport: new DefaultChatTransport<UIMessage>({
-        prepareSendMessagesRequest: prepareHelixChatRequest(this.options),
+        // Other tabs' runs come through the feed: a message sent meanwhile is refused, readably.
+        prepareSendMessagesRequest: prepareHelixChatRequest(Object.assign(this.options, { reattach: false })),
         prepareReconnectToStreamRequest: prepareHelixReconnectRequest(this.options),
       }),
       onData: (part) => {
@@ -376,11 +401,23 @@ class HelixSession {
         this.tools(event);
         this.emit((m) => m.onToolCall?.(event));
       },
-      onFinish: (event) => this.emit((m) => m.onFinish?.(event)),
-      onError: (error) => this.emit((m) => m.onChatError?.(error)),
+      onFinish: (event) => {
+        this.openFeed(); // a new session exists once its first answer is under way
+        this.emit((m) => m.onFinish?.(event));
+      },
+      onError: (error) => {
+        const readable = readableError(error);
+        if (readable instanceof HelixError && readable.code === "RUN_CONFLICT") {
+          // Refused while a run is in flight (another tab's, or one waiting on a person): show
+          // the server's messages, without the refused one, and the run as it goes.
+          this.update({ refusal: readable });
+          void this.refetch();
+        }
+        this.emit((m) => m.onChatError?.(error));
+      },
       sendAutomaticallyWhen: autoContinue ? lastAssistantMessageIsCompleteWithApprovalResponses : undefined,
     });
-    this.ready = this.load();
+    this.ready = this.track(this.load(true));
     this.release(); // a session no component commits to (a render React threw away) goes away
   }
 
@@ -400,9 +437,57 @@ class HelixSession {
     for (const listener of this.listeners) listener();
   }
 
+  /** Hear from the session's feed; refetch when a run this tab does not show starts, pauses,
+   * goes on or ends. */
+  private openFeed() {
+    if (this.feed || this.closed) return;
+    this.feed = openHelixFeed({
+      ...this.options,
+      onRun: (event: HelixRunEvent) => this.heard(event),
+      onError: (error: unknown) => {
+        if (error instanceof HelixError && error.status >= 400 && error.status < 500) this.feed = undefined;
+      },
+    });
+  }
+
+  private heard(event: HelixRunEvent) {
+    this.latest = event;
+    this.catchUp();
+  }
+
+  /** Once this tab is idle, show what the feed said since the page last caught up: a run this
+   * tab did not show started, paused, went on or ended (or this tab's own stream ended, and the
+   * page then shows it as the server stored it). */
+  private catchUp() {
+    const event = this.latest;
+    const busy = this.working > 0 || this.chat.status === "streaming" || this.chat.status === "submitted";
+    if (event === null || busy || this.closed) return;
+    const known = this.known;
+    this.known = event;
+    if (known === null) {
+      // The feed's first word: news only if the session moved on since the snapshot.
+      const snapshot = this.state.snapshot;
+      if (snapshot && snapshot.status === event.status && snapshot.streamSequence === event.streamSequence) return;
+      if (!snapshot && event.status === "none") return;
+    } else if (known.runId === event.runId && known.status === event.status) {
+      return;
+    }
+    void this.refetch();
+  }
+
+  /** Count `work` as this tab's until it settles. */
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.working += 1;
+    return work.finally(() => {
+      this.working -= 1;
+      // The chat's status settles after the promise: look at the feed's news just after.
+      if (this.working === 0) setTimeout(() => this.catchUp(), 0);
+    });
+  }
+
   /** Load the snapshot, show it, resume a run in flight and run the client tools it waits on. */
-  async load(): Promise<void> {
-    this.update({ isLoading: true, error: undefined });
+  async load(initial = false): Promise<void> {
+    if (initial) this.update({ isLoading: true, error: undefined });
     let snapshot: HelixSnapshot | null;
     try {
       snapshot = await loadHelixSnapshot(this.options);
@@ -410,19 +495,36 @@ class HelixSession {
       this.update({ isLoading: false, error });
       return;
     }
+    if (!initial && (this.chat.status === "streaming" || this.chat.status === "submitted")) {
+      return; // the page moved on meanwhile (a send, an approval): what it streams is newer
+    }
     this.options.snapshot = snapshot;
     this.options.resumeFromSequence = snapshot?.streamSequence;
     this.chat.messages = snapshot?.messages ?? [];
     this.update({ snapshot, isLoading: false });
     this.emit((m) => m.onSnapshotLoaded?.(snapshot));
-    if (shouldResume(snapshot)) void this.chat.resumeStream();
+    if (shouldResume(snapshot)) void this.track(this.chat.resumeStream());
     void this.tools.dispatchPending();
+    if (snapshot) this.openFeed();
   }
 
-  async refetch(): Promise<void> {
-    if (this.chat.status === "streaming" || this.chat.status === "submitted") await this.chat.stop();
-    this.ready = this.load();
+  /** Load the snapshot again and show it; refetches asked for meanwhile run after it, once. */
+  refetch(): Promise<void> {
+    if (this.refetchQueued) return this.ready;
+    this.refetchQueued = true;
+    const run = async () => {
+      this.refetchQueued = false;
+      if (this.chat.status === "streaming" || this.chat.status === "submitted") await this.chat.stop();
+      await this.load();
+    };
+    this.ready = this.track(this.ready.then(run, run));
+    return this.ready;
+  }
+
+  async send(...args: Parameters<Chat<UIMessage>["sendMessage"]>): Promise<void> {
     await this.ready;
+    this.update({ refusal: undefined });
+    return this.track(this.chat.sendMessage(...args));
   }
 
   async stop(): Promise<void> {
@@ -460,6 +562,8 @@ class HelixSession {
     this.disposal = setTimeout(() => {
       if (this.members.size === 0 && sessions.get(this.key) === this) {
         sessions.delete(this.key);
+        this.closed = true;
+        this.feed?.close();
         void this.chat.stop();
       }
     }, 1000);
@@ -504,7 +608,14 @@ export function useResumableChat(options: ResumableChatOptions): ResumableChat {
     return () => session.leave(member);
   }, [session, member]);
   const idleState = useMemo<SessionState>(
-    () => ({ snapshot: null, isLoading: false, error: undefined, resyncError: undefined, resyncCount: 0 }),
+    () => ({
+      snapshot: null,
+      isLoading: false,
+      error: undefined,
+      resyncError: undefined,
+      resyncCount: 0,
+      refusal: undefined,
+    }),
     [],
   );
   const state = useSyncExternalStore(
@@ -520,8 +631,7 @@ export function useResumableChat(options: ResumableChatOptions): ResumableChat {
   const sendMessage = useCallback<UseChatHelpers<UIMessage>["sendMessage"]>(
     async (...args) => {
       if (!session) throw new Error("useResumableChat: the chat is not enabled");
-      await session.ready;
-      return session.chat.sendMessage(...args);
+      return session.send(...args);
     },
     [session],
   );
@@ -543,7 +653,7 @@ export function useResumableChat(options: ResumableChatOptions): ResumableChat {
     stop,
     refetch,
     respondToApproval,
-    chatError: helpers.error,
+    chatError: state.refusal ?? (readableError(helpers.error) as Error | undefined),
     snapshot: state.snapshot,
     isLoading: enabled && state.isLoading,
     error: state.error,
