@@ -3,8 +3,9 @@
 # - the AI SDK bundle of the framework-free chat page (frontend/entry.js → vendor/ai.js);
 # - the npm package @helix-django/chat (clients/chat), packed as for a registry, and unpacked into
 #   frontend/node_modules as npm installs a tarball;
-# - the React chat page, built with Vite on that package, once on ai 6 and once on ai 7
-#   (frontend/react-page → vendor/react-ai6/, vendor/react-ai7/).
+# - the React chat page and the README's React example (its ```jsx block, as a reader copies it),
+#   built with Vite on that package, once on ai 6 and once on ai 7
+#   (frontend/react-page, frontend/readme-page → vendor/react-ai6/, vendor/react-ai7/).
 . bin/_apt.sh
 ensure_command node nodejs
 ensure_command npm npm
@@ -40,6 +41,11 @@ if stale "$package/.unpacked" clients/chat/src clients/chat/package.json clients
   rm -rf "$packed"
   touch "$package/.unpacked"  # npm's tarballs date every file 1985
 fi
-if stale "$vendor/react-ai7/chat.js" "$package/.unpacked" frontend/react-page frontend/vite.config.js frontend/package-lock.json; then
+example=frontend/readme-page/Chat.jsx
+if stale "$example" README.md; then
+  awk '/^```jsx$/ {inside = 1; next} inside && /^```$/ {exit} inside {print}' README.md > "$example"
+fi
+if stale "$vendor/react-ai7/chat.js" "$package/.unpacked" frontend/react-page frontend/readme-page \
+    frontend/vite.config.js frontend/package-lock.json; then
   (cd frontend && npm run --silent build:react)
 fi

@@ -43,8 +43,18 @@ def chat_page(request: HttpRequest) -> HttpResponse:
 def react_page(request: HttpRequest) -> HttpResponse:
     """The demo chat page in React (``useResumableChat``), built with Vite on ai 6, or on ai 7
     with ``?ai=7``."""
+    return _react(request, "chat")
+
+
+@require_GET
+def readme_page(request: HttpRequest) -> HttpResponse:
+    """The README's React example as written, built with Vite like the React page."""
+    return _react(request, "readme")
+
+
+def _react(request: HttpRequest, page: str) -> HttpResponse:
     line = "7" if request.GET.get("ai") == "7" else "6"
-    bundle = f"helix_site/vendor/react-ai{line}/chat.js"
+    bundle = f"helix_site/vendor/react-ai{line}/{page}.js"
     return render(request, "helix_site/react.html", {"line": line, "bundle": bundle})
 
 

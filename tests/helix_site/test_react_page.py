@@ -256,3 +256,34 @@ def test_a_message_refused_while_a_run_waits_says_why_and_leaves_no_trace(
         second.errors.clear()  # the refused POST's 409 is the point of the test
         for tab in (first, second):
             tab.close()
+
+
+@LINES
+def test_the_readme_example_as_written_chats_runs_a_client_tool_and_an_approval_across_a_reload(
+    browser: Browser,  # noqa: F811
+    test_database: str,
+    line: str,
+) -> None:
+    """The README's ```jsx block, built with Vite as a reader's app would build it."""
+    with site(test_database) as port:
+        tab = ReactPage(browser, port, line)
+        tab.page.goto(f"http://127.0.0.1:{port}/react/readme/?ai={line}")
+        box, form = tab.page.locator("form input"), tab.page.locator("form")
+        box.fill("Where am I?")
+        box.press("Enter")
+        expect(form).to_contain_text("You are in Lisbon.", timeout=15_000)  # its client tool ran
+        box.fill("Email the team the notes")
+        box.press("Enter")
+        expect(tab.page.get_by_role("button", name="Approve")).to_be_visible(timeout=15_000)
+        tab.page.reload()  # the run waits on the approval
+        approve = tab.page.get_by_role("button", name="Approve")
+        expect(approve).to_have_count(1, timeout=15_000)
+        approve.click()
+        expect(form).to_contain_text("Sent to team@example.com.", timeout=15_000)
+        expect(approve).to_have_count(0)
+        shown = form.inner_text()
+        for message in tab.snapshot()["messages"]:
+            for part in message["parts"]:
+                if part["type"] == "text":
+                    assert shown.count(part["text"]) == 1, (part["text"], shown)
+        tab.close()
