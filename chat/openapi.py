@@ -109,6 +109,7 @@ SCHEMA: dict[str, Any] = {
                     "startSequence": {"type": "integer"},
                     "status": {"enum": ["active", "paused", "ended", "failed"]},
                     "checkpointId": {"type": ["string", "null"]},
+                    "stepCount": {"type": "integer"},
                     "existingMessageId": {"type": ["string", "null"]},
                     "timestamp": {"type": "integer"},
                 },

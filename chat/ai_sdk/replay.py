@@ -13,8 +13,16 @@ from typing import NamedTuple
 
 from chat.ai_sdk import events as ui
 from chat.ai_sdk.partial import PartialContent, ReasoningSegment, TextSegment, ToolSegment
+from chat.ai_sdk.transformer import default_message_id
 
-__all__ = ["Replay", "has_replay_content", "replay_events", "unfinished_tool_events"]
+__all__ = [
+    "Replay",
+    "ReplayResult",
+    "create_replay_events",
+    "has_replay_content",
+    "replay_events",
+    "unfinished_tool_events",
+]
 
 
 class Replay(NamedTuple):
@@ -85,6 +93,38 @@ def replay_events(content: PartialContent, new_block_id: Callable[[], str]) -> R
         else:
             events.append(end(id=block))
     return Replay(events, open_blocks.get(TextSegment), open_blocks.get(ReasoningSegment))
+
+
+class ReplayResult(NamedTuple):
+    """What :func:`create_replay_events` made: the events, the message id ``start`` named (or
+    would have), and the blocks left open for the live stream to continue."""
+
+    events: list[ui.UIMessageChunk]
+    message_id: str
+    text_block_id: str | None
+    reasoning_block_id: str | None
+
+
+def create_replay_events(
+    content: PartialContent,
+    *,
+    generate_block_id: Callable[[], str] | None = None,
+    message_id: str | None = None,
+    generate_message_id: Callable[[str | None], str] | None = None,
+    agent_id: str | None = None,
+    start: bool = True,
+) -> ReplayResult:
+    """The events of a custom stream that shows ``content`` before going on live: ``start``
+    (unless ``start=False``) naming ``message_id``, else ``generate_message_id(agent_id)``, else
+    a fresh id, then one delta per block (:func:`replay_events`). Block ids come from
+    ``generate_block_id`` (default ``replay-1``, ``replay-2``, …)."""
+    if generate_block_id is None:
+        count = iter(range(1, 1 << 62))
+        generate_block_id = lambda: f"replay-{next(count)}"  # noqa: E731
+    name = message_id or (generate_message_id or default_message_id)(agent_id)
+    replay = replay_events(content, generate_block_id)
+    head: list[ui.UIMessageChunk] = [ui.StartChunk(message_id=name)] if start else []
+    return ReplayResult(head + replay.events, name, replay.text_block, replay.reasoning_block)
 
 
 def unfinished_tool_events(content: PartialContent) -> list[ui.UIMessageChunk]:

@@ -32,8 +32,9 @@ class Snapshot(msgspec.Struct, kw_only=True, rename="camel"):
 
     ``messages``: the merged UI messages. ``stream_sequence``: resume from here.
     ``start_sequence``: the current run's first chunk follows it. ``status``: of the stream
-    (``active``, ``paused``, ``ended``, ``failed``). ``existing_message_id``: the in-flight
-    response's message id.
+    (``active``, ``paused``, ``ended``, ``failed``). ``checkpoint_id`` and ``step_count``: the
+    checkpoint shown and the steps its run had committed there (0 without one).
+    ``existing_message_id``: the in-flight response's message id.
     """
 
     messages: list[UIMessage]
@@ -42,6 +43,7 @@ class Snapshot(msgspec.Struct, kw_only=True, rename="camel"):
     start_sequence: int
     status: StreamStatus
     checkpoint_id: str | None
+    step_count: int
     existing_message_id: str | None
     timestamp: int
 
@@ -150,6 +152,7 @@ async def build_snapshot(
         start_sequence=run.start_sequence if run is not None else 0,
         status=status,
         checkpoint_id=checkpoint.checkpoint_id if checkpoint is not None else None,
+        step_count=checkpoint.step if checkpoint is not None else 0,
         existing_message_id=existing_message_id,
         timestamp=now_ms(),
     )
@@ -171,6 +174,7 @@ async def _at_checkpoint(deps: SnapshotDeps, session_id: str, checkpoint_id: str
         start_sequence=run.start_sequence if run is not None else 0,
         status=info.status if info is not None else "ended",
         checkpoint_id=checkpoint.checkpoint_id,
+        step_count=checkpoint.step,
         existing_message_id=run.message_id if run is not None and run.is_active else None,
         timestamp=now_ms(),
     )

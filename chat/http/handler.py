@@ -242,10 +242,19 @@ class FrontendHandler:
             session_id=session_id,
             messages=messages,
             state=request.state,
-            message_id=request.continuation_of or (self.generate_message_id() if self.generate_message_id else None),
+            message_id=request.continuation_of or self._new_message_id(agent),
             owner_id=owner_id,
             caller_owns=caller_owns,
         )
+
+    def _new_message_id(self, agent_name: str) -> str | None:
+        """The id of a new reply's message: the handler's ``generate_message_id``, else the
+        transformer's (``transformer_options["generate_message_id"]``, given the agent's name),
+        else ``None`` (the recorder's default)."""
+        if self.generate_message_id is not None:
+            return self.generate_message_id()
+        generate = self.transformer_options.get("generate_message_id")
+        return generate(agent_name) if generate is not None else None
 
     # -- GET: resume the current run -------------------------------------------------------------
 

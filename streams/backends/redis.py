@@ -40,6 +40,7 @@ from streams.backends.redis_tail import TailHub, TailSubscription
 from streams.backends.redis_wire import exchange, typed
 from streams.backoff import Backoff, retry
 from streams.exceptions import (
+    ConfigurationError,
     StreamClosedError,
     StreamNotFoundError,
     StreamSupersededError,
@@ -80,6 +81,10 @@ class RedisStreamManager(StreamManager):
     stream (approximate, oldest first; ``None``: all), ``max_connections`` per process and event
     loop, the tail's pub/sub connection included (default 4), ``retry_timeout`` seconds a reader
     keeps retrying an unreachable Redis before it raises (default 30), ``socket_timeout`` seconds.
+
+    ``client``: a ``redis.asyncio.Redis`` of the site's instead of ``url`` (its pool, its TLS and
+    credentials, its connection limit); Helix uses the client's pool on the event loop the client
+    serves and leaves the pool open when it closes.
     """
 
     option_names: ClassVar[frozenset[str]] = frozenset(
@@ -97,8 +102,10 @@ class RedisStreamManager(StreamManager):
         max_connections: int = 4,
         retry_timeout: float = 30.0,
         socket_timeout: float = 10.0,
+        client: Redis | None = None,
     ) -> None:
         self.url = url
+        self._client = client
         self.key_prefix = key_prefix
         self.ttl = ttl
         self.active_ttl = active_ttl
@@ -115,6 +122,15 @@ class RedisStreamManager(StreamManager):
     def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
         state = self._states.get(loop)
+        if state is None and self._client is not None:
+            if self._states:
+                raise ConfigurationError(
+                    "A RedisStreamManager given a client serves the event loop that client is used on: "
+                    "give a url to serve several loops"
+                )
+            # A client of its own on the site's pool: the reply callbacks set below stay Helix's.
+            state = self._new_state(Redis(connection_pool=self._client.connection_pool))
+            self._states[loop] = state
         if state is None:
             pool = BlockingConnectionPool.from_url(
                 self.url,
@@ -127,21 +143,23 @@ class RedisStreamManager(StreamManager):
                 socket_keepalive=True,  # notice a silently dead pub/sub connection
                 retry=Retry(NoBackoff(), 0),
             )
-            client = Redis(connection_pool=pool)
-            client.set_response_callback("XRANGE", _raw_reply)  # skip building a dict per entry
-            state = _LoopState(
-                client=client,
-                hub=TailHub(client, retry_timeout=self.retry_timeout),
-                reads=PageReads(client, shared_up_to=self.page_size, timeout=self.socket_timeout),
-                ensure=client.register_script(redis_scripts.ENSURE),
-                open=client.register_script(redis_scripts.OPEN),
-                append=client.register_script(redis_scripts.append_script(self._ms(self.active_ttl), self.max_length)),
-                transition=client.register_script(redis_scripts.TRANSITION),
-                delete=client.register_script(redis_scripts.DELETE),
-                fence=client.register_script(redis_scripts.FENCE),
-            )
+            state = self._new_state(Redis(connection_pool=pool))
             self._states[loop] = state
         return state
+
+    def _new_state(self, client: Redis) -> _LoopState:
+        client.set_response_callback("XRANGE", _raw_reply)  # skip building a dict per entry
+        return _LoopState(
+            client=client,
+            hub=TailHub(client, retry_timeout=self.retry_timeout),
+            reads=PageReads(client, shared_up_to=self.page_size, timeout=self.socket_timeout),
+            ensure=client.register_script(redis_scripts.ENSURE),
+            open=client.register_script(redis_scripts.OPEN),
+            append=client.register_script(redis_scripts.append_script(self._ms(self.active_ttl), self.max_length)),
+            transition=client.register_script(redis_scripts.TRANSITION),
+            delete=client.register_script(redis_scripts.DELETE),
+            fence=client.register_script(redis_scripts.FENCE),
+        )
 
     def _keys(self, stream_id: str) -> list[str]:
         keys = self._key_cache.get(stream_id)
@@ -403,4 +421,5 @@ class RedisStreamManager(StreamManager):
         if state is not None:
             await state.hub.aclose()
             with contextlib.suppress(Exception):
-                await state.client.aclose(close_connection_pool=True)
+                # A pool that came with a given client is its owner's to close.
+                await state.client.aclose(close_connection_pool=self._client is None)

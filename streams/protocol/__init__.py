@@ -55,11 +55,9 @@ from streams.protocol.codec import (
 )
 from streams.protocol.events import (
     StreamChunkEvent,
-    StreamEnd,
     StreamEndEvent,
     StreamEvent,
     StreamFailEvent,
-    is_stream_end,
 )
 from streams.protocol.guards import (
     is_custom_event_chunk,
@@ -91,7 +89,6 @@ __all__ = [
     "StepDiscarded",
     "StoredChunk",
     "StreamChunkEvent",
-    "StreamEnd",
     "StreamEndEvent",
     "StreamEvent",
     "StreamFailEvent",
@@ -118,7 +115,6 @@ __all__ = [
     "is_error_chunk",
     "is_output_chunk",
     "is_state_patch_chunk",
-    "is_stream_end",
     "is_subagent_end_chunk",
     "is_subagent_start_chunk",
     "is_text_delta_chunk",

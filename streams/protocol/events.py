@@ -1,24 +1,13 @@
-"""The end-of-stream sentinel and the wire events a stream is read as (``chunk``, ``end``, ``fail``)."""
+"""The wire events a stream is read as (``chunk``, ``end``, ``fail``). In a process, a reader's
+iteration stops at the end of its stream, and its ``status`` and ``error`` say how it ended."""
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias, TypeGuard
+from typing import TypeAlias
 
 import msgspec
 
 from streams.protocol.chunks import Chunk
-
-
-class StreamEnd(msgspec.Struct, frozen=True, kw_only=True):
-    """Marks the end of a stream in a sequence of chunks: ``status`` is ``ended`` or ``failed``."""
-
-    status: Literal["ended", "failed"]
-    error: str | None = None
-
-
-def is_stream_end(obj: object) -> TypeGuard[StreamEnd]:
-    """True for the end sentinel."""
-    return isinstance(obj, StreamEnd)
 
 
 class _EventBase(

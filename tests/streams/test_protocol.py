@@ -18,7 +18,6 @@ from streams.protocol import (
     StatePatch,
     StoredChunk,
     StreamChunkEvent,
-    StreamEnd,
     StreamEndEvent,
     StreamFailEvent,
     TextDelta,
@@ -255,9 +254,7 @@ def test_type_guards() -> None:
     assert not protocol.is_chunk({"type": "text_delta"})
 
 
-def test_end_sentinel_and_wire_events() -> None:
-    end = StreamEnd(status="failed", error="boom")
-    assert protocol.is_stream_end(end) and not protocol.is_stream_end(parse_chunk(wire("output")))
+def test_wire_events() -> None:
     chunk = parse_chunk(wire("text_delta"))
     event = StreamChunkEvent(chunk=chunk, sequence=7)
     assert json.loads(msgspec.json.encode(event)) == {"type": "chunk", "chunk": wire("text_delta"), "sequence": 7}

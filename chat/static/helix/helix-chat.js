@@ -43,6 +43,7 @@ const DEFAULT_API = "/api/chat";
  * @property {number} startSequence The current run's first chunk follows this one.
  * @property {"active" | "paused" | "ended" | "failed"} status The stream's status.
  * @property {string | null} checkpointId The checkpoint the snapshot shows.
+ * @property {number} stepCount The steps its run had committed at that checkpoint (0 without one).
  * @property {string | null} existingMessageId The in-flight answer's message id.
  * @property {number} timestamp When it was taken (ms).
  */

@@ -46,6 +46,7 @@ export interface ResyncEvent {
 /** Where a snapshot stands: its checkpoint and the stream position to resume from. */
 export interface Checkpoint {
   id: string | null;
+  stepCount: number;
   streamSequence: number;
 }
 
@@ -253,7 +254,9 @@ export function useResumeClientTools(options: {
 }
 
 function checkpointOf(snapshot: HelixSnapshot | null): Checkpoint | null {
-  return snapshot ? { id: snapshot.checkpointId, streamSequence: snapshot.streamSequence } : null;
+  return snapshot
+    ? { id: snapshot.checkpointId, stepCount: snapshot.stepCount, streamSequence: snapshot.streamSequence }
+    : null;
 }
 
 // ---------------------------------------------------------------------------------------------

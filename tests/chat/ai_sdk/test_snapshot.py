@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chat.ai_sdk.events import StartChunk, TextStartChunk
 from chat.ai_sdk.partial import rebuild_partial_content
-from chat.ai_sdk.replay import has_replay_content, replay_events
+from chat.ai_sdk.replay import create_replay_events, has_replay_content, replay_events
 from chat.ai_sdk.snapshot import SnapshotDeps, build_snapshot, without_discarded
 from chat.ai_sdk.state import CheckpointInfo, InMemoryStateStore
 from chat.ai_sdk.transformer import StreamTransformer
@@ -53,6 +54,7 @@ async def test_a_finished_session() -> None:
     assert snapshot["streamSequence"] == info.latest_sequence
     assert snapshot["startSequence"] == scenario.start_sequence > 0  # the earlier turn's chunks come first
     assert snapshot["checkpointId"] == "cp-2" and snapshot["state"] == {"notes": ["a"]}
+    assert snapshot["stepCount"] == 2  # the checkpoint's step
     assert snapshot["existingMessageId"] is None
     assert [m["id"] for m in snapshot["messages"]] == ["u0", "msg-run-0", "u1", "msg-run-1"]
     assert snapshot["messages"][-1]["parts"][-1] == {"type": "text", "text": "Two hits.", "state": "done"}
@@ -128,6 +130,23 @@ def test_partial_content_and_replay_events() -> None:
     ]
     open_text = rebuild_partial_content(chunks[:4])
     assert replay_events(open_text, lambda: "blk").text_block == "blk"  # left open: live deltas continue it
+
+
+def test_create_replay_events_starts_the_message_it_names() -> None:
+    """The seeds' helper for a custom stream: ``start`` with the message id (given, generated
+    from the agent, or fresh), then the content, and the blocks it leaves open."""
+    content = rebuild_partial_content([TextDelta(agent_id="run-1", timestamp=1, delta="Hi")])
+    named = create_replay_events(content, message_id="msg-1")
+    assert msgspec.to_builtins(named.events)[:3] == [
+        {"type": "start", "messageId": "msg-1"},
+        {"type": "text-start", "id": "replay-1"},
+        {"type": "text-delta", "id": "replay-1", "delta": "Hi"},
+    ]
+    assert (named.message_id, named.text_block_id, named.reasoning_block_id) == ("msg-1", "replay-1", None)
+    generated = create_replay_events(content, generate_message_id=lambda agent: f"{agent}-m", agent_id="run-1")
+    assert generated.message_id == "run-1-m" and generated.events[0] == StartChunk(message_id="run-1-m")
+    headless = create_replay_events(content, start=False, generate_block_id=lambda: "b")
+    assert headless.events[0] == TextStartChunk(id="b") and headless.message_id.startswith("msg-")
 
 
 def test_a_resumed_transformer_continues_where_the_client_is() -> None:

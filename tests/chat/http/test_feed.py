@@ -123,7 +123,7 @@ async def test_only_the_owner_reads_a_sessions_feed(settings: Any) -> None:
     assert (await alice.get(f"/api/chat/{uuid.uuid4()}/feed")).status_code == 404  # no such session
     response = await alice.get(f"/api/chat/{session}/feed")
     assert response.status_code == 200 and response["content-type"] == "text/event-stream"
-    body = response.streaming_content
+    body = response.streaming_content  # type: ignore[attr-defined]
     first = b""
     async with asyncio.timeout(5):
         while b"event: run" not in first:

@@ -116,6 +116,16 @@ async def test_the_message_id_generator_names_each_reply() -> None:
     )
 
 
+async def test_the_transformers_message_id_generator_names_replies_too() -> None:
+    """The seeds' ``transformer_options={"generate_message_id": …}``, given the agent's name:
+    the reply's stored message and the stream's ``start`` carry its id."""
+    chat = handler(transformer_options={"generate_message_id": lambda agent: f"{agent}-reply"})
+    events = await events_of(await chat.handle_request("POST", body={"message": "Hi", "sessionId": "s-tgen"}))
+    assert events[0] == {"type": "start", "messageId": "chat-reply"}
+    snapshot = await chat.get_snapshot("s-tgen")
+    assert snapshot is not None and snapshot["messages"][-1]["id"] == "chat-reply"
+
+
 async def test_get_messages_names_messages_without_an_id_with_generate_id() -> None:
     chat = handler()
     await events_of(await chat.handle_request("POST", body={"message": "Hi", "sessionId": "s-ids"}))

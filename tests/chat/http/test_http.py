@@ -268,5 +268,6 @@ async def test_a_snapshot_at_a_checkpoint_over_http() -> None:
     url = f"/api/chat/{session_id}/snapshot"
     snapshot = (await alice.get(url, {"checkpointId": str(checkpoint.pk)})).json()
     assert (snapshot["checkpointId"], snapshot["streamSequence"]) == (str(checkpoint.pk), checkpoint.stream_sequence)
+    assert snapshot["stepCount"] == checkpoint.step
     missing = await alice.get(url, {"checkpointId": str(uuid.uuid4())})
     assert (missing.status_code, missing.json()["code"]) == (404, "CHECKPOINT_NOT_FOUND")
