@@ -339,6 +339,141 @@ def storm_phase(args: argparse.Namespace, ports: dict[str, int], pids: dict[str,
     ]
 
 
+# -- session feeds ---------------------------------------------------------------------------------
+
+
+async def feeds_turn(
+    port: int, pid: int, clients: list[tuple[str, str]], token: str, redis_url: str, runs: int
+) -> dict[str, float]:
+    """``clients`` idle feeds opened at once, and as many idle streams of the same sessions (the
+    baseline: what an idle resumed stream holds), each kind measured once before the other and
+    once after; then, with ``clients`` feeds open, ``runs``
+    chats posted in one tab while a second tab of the session follows its feed: when it hears
+    the run start it loads the snapshot and resumes, as ``useResumableChat`` does. Each run's
+    first token in the second tab, against the first token in the tab that posted."""
+    import redis
+
+    auth = {"Authorization": f"Token {token}"}
+    kinds = {
+        "feed": (
+            [(f"/api/chat/{session}/feed", {"Authorization": f"Token {key}"}) for session, key in clients],
+            b"event: run",
+        ),
+        "stream": (
+            [(f"/api/chat/{session}", {"Authorization": f"Token {key}"}) for session, key in clients],
+            b"stream-open",
+        ),
+    }
+    # The first batch a process holds costs more than the next (its first allocations, its warm
+    # caches): each kind is measured once first and once second, all closed in between.
+    growth: dict[str, list[float]] = {"feed": [], "stream": []}
+    held: dict[str, list[Any]] = {}
+    for order in (("feed", "stream"), ("stream", "feed")):
+        for kind in order:
+            before = rss_kb(pid)
+            _, held[kind], _ = await connect_all(port, *kinds[kind], {})
+            await asyncio.sleep(2)
+            growth[kind].append((rss_kb(pid) - before) / len(clients))
+        if order[0] == "feed":
+            for connection in [*held["feed"], *held["stream"]]:
+                connection.close()
+            await asyncio.sleep(5)
+    for connection in held["stream"]:
+        connection.close()
+    feed_connections = held["feed"]  # open while the runs below are watched
+    client = redis.Redis.from_url(redis_url)
+    redis_connections = sum(1 for c in client.client_list() if c.get("name") == f"helix-streams-{pid}")
+
+    async def first_token(connection: SSEConnection, start: float) -> float:
+        await connection.read_until(b'"type":"text-delta"')
+        return time.perf_counter() - start
+
+    own, other = [], []
+    for index in range(runs):
+        session = str(uuid.uuid4())
+        MADE.append(session)
+        body = {"Content-Type": "application/json", **auth}
+        first = SSEConnection(HOST, port)
+        assert await first.open("POST", f"/api/chat/{session}", body, json.dumps({"message": "Hi"}).encode()) == 200
+        await first.read_until(b"[DONE]")
+        first.close()
+        feed = SSEConnection(HOST, port)
+        assert await feed.open("GET", f"/api/chat/{session}/feed", auth) == 200
+        await feed.read_until(b'"status":"ended"')
+
+        async def second_tab(start: float, feed: SSEConnection = feed, session: str = session) -> float:
+            await feed.read_until(b'"status":"active"')
+            snapshot = SSEConnection(HOST, port)
+            assert await snapshot.open("GET", f"/api/chat/{session}/snapshot", auth) == 200
+            snapshot.close()
+            resume = SSEConnection(HOST, port)
+            assert await resume.open("GET", f"/api/chat/{session}", auth) == 200
+            try:
+                return await first_token(resume, start)
+            finally:
+                resume.close()
+
+        posting = SSEConnection(HOST, port)
+        start = time.perf_counter()
+        waiting = asyncio.ensure_future(second_tab(start))
+        message = json.dumps({"message": f"Question {index}"}).encode()
+        assert await posting.open("POST", f"/api/chat/{session}", body, message) == 200
+        own.append(await first_token(posting, start))
+        other.append(await asyncio.wait_for(waiting, 10))
+        await posting.read_until(b"[DONE]")
+        posting.close()
+        feed.close()
+    for connection in feed_connections:
+        connection.close()
+    await asyncio.sleep(3)
+    return {
+        "kb_per_feed": statistics.mean(growth["feed"]),
+        "kb_per_stream": statistics.mean(growth["stream"]),
+        "redis_connections": redis_connections,
+        "own_p50": statistics.median(own),
+        "other_p50": statistics.median(other),
+        "other_p99": statistics.quantiles(other, n=100, method="inclusive")[98],
+        "other_max": max(other),
+    }
+
+
+def feeds_phase(args: argparse.Namespace, token: str, ports: dict[str, int], pids: dict[str, int]) -> list[Row]:
+    """Session feeds: idle ones (memory, Redis connections) and a run's news reaching a second
+    tab while ``--idle`` feeds are open on the process."""
+    users = storm_users(args.feeds)
+    sessions = sessions_with_streams(args.redis_url, [user for user, _ in users], args.feeds)
+    clients = [(session, key) for session, (_, key) in zip(sessions, users, strict=True)]
+    progress(f"session feeds: {args.feeds:,} idle, then {args.feed_runs} runs seen from a second tab")
+    feeds = asyncio.run(feeds_turn(ports["helix"], pids["helix"], clients, token, args.redis_url, args.feed_runs))
+    return [
+        Row(
+            "memory per idle session feed (RSS growth / feeds) against an idle stream's",
+            f"{feeds['kb_per_feed']:.0f} KB",
+            f"{feeds['kb_per_stream']:.0f} KB",
+            feeds["kb_per_feed"] / feeds["kb_per_stream"] if feeds["kb_per_stream"] > 0 else float("nan"),
+            "<= 1",
+        ),
+        Row(
+            "Redis connections of that process, with the feeds open", f"{feeds['redis_connections']:.0f}", target="<= 4"
+        ),
+        Row(
+            f"a run posted in one tab: its first token in a second tab (feed, snapshot, resume), with {args.feeds:,}"
+            f" feeds open; p99 of {args.feed_runs} (max {feeds['other_max'] * 1e3:.0f} ms)",
+            f"{feeds['other_p99'] * 1e3:.0f} ms",
+            f"{feeds['own_p50'] * 1e3:.0f} ms",
+            feeds["other_p99"] / feeds["own_p50"],
+            "<= 1 s",
+        ),
+        Row(
+            "that first token in the second tab against the posting tab's, p50",
+            f"{feeds['other_p50'] * 1e3:.0f} ms",
+            f"{feeds['own_p50'] * 1e3:.0f} ms",
+            feeds["other_p50"] / feeds["own_p50"],
+            "information",
+        ),
+    ]
+
+
 # -- live fan-out ------------------------------------------------------------------------------------
 
 
@@ -769,12 +904,17 @@ def main() -> None:
     parser.add_argument("--cpu-turns", type=int, default=3, help="loads of each app for the CPU per event, in turns")
     parser.add_argument("--active", type=int, default=300, help="streams of the fixed live row")
     parser.add_argument("--steps", type=int, nargs="+", default=STEPS, help="stream counts the fan-out steps through")
+    parser.add_argument("--feeds", type=int, default=1000, help="idle session feeds open during the feeds phase")
+    parser.add_argument("--feed-runs", type=int, default=50, help="runs watched from a second tab")
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--client-processes", type=int, default=2, help="processes the live clients share")
     parser.add_argument("--niceness", type=int, default=LOAD_NICENESS, help="niceness of the load processes")
     parser.add_argument("--split-cpus", action="store_true", help="servers on the first CPU, load on the others")
     parser.add_argument(
-        "--phases", nargs="+", default=["storm", "fanout", "rate", "post"], choices=["storm", "fanout", "rate", "post"]
+        "--phases",
+        nargs="+",
+        default=["storm", "fanout", "rate", "post", "feeds"],
+        choices=["storm", "fanout", "rate", "post", "feeds"],
     )
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -803,7 +943,7 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
         "HELIX_SCRIPTED_DELAY_MS": "20",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
     }
-    helix_env = {**env, "HELIX_RATE_LIMIT": "0", "HELIX_MAX_STREAMS_PER_CALLER": "1000000"}
+    helix_env = {**env, "HELIX_CHAT_RATE": "100000/minute", "HELIX_MAX_STREAMS_PER_CALLER": "1000000"}
     helix_port, helix = serve(args.server, "helix_site.asgi:application", helix_env, workdir / "helix.log")
     site_port, site = serve(
         args.server,
@@ -842,6 +982,8 @@ def run(args: argparse.Namespace, workdir: Path, database_url: str) -> None:
             rows += rate_phase(args, user.pk, token, ports)
         if "post" in args.phases:
             rows += post_phase(token, ports)
+        if "feeds" in args.phases:
+            rows += feeds_phase(args, token, ports, pids)
     finally:
         stop(helix, bare, site, worker)
         forget_streams(args.redis_url, queue)

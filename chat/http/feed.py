@@ -22,26 +22,29 @@ the store's change notifications for the stream, reads at most once per
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 
 from streams.backends.base import StreamManager
 from streams.exceptions import StreamUnavailableError
-from streams.sse import encode_event, with_keep_alive
+from streams.sse import KEEP_ALIVE, encode_event
 
 __all__ = ["COALESCE_SECONDS", "RECHECK_SECONDS", "session_feed"]
 
 #: The shortest time between two reads of a stream's state: a run writes many chunks a second.
 COALESCE_SECONDS = 0.1
 #: The longest time between two reads: notifications can be lost while the store reconnects.
-RECHECK_SECONDS = 5.0
+RECHECK_SECONDS = 15.0
 
 
-async def _states(streams: StreamManager, session_id: str) -> AsyncIterator[bytes]:
+async def _states(streams: StreamManager, session_id: str, keep_alive: float) -> AsyncIterator[bytes]:
+    """One coroutine per feed, no task of its own: it waits on the subscription with one timer,
+    whichever comes first of a recheck and a keep-alive."""
     subscription = streams.watch(session_id)
+    loop = asyncio.get_running_loop()
     try:
         await subscription.ready()
         shown: tuple[str, str | None] | None = None
+        said = loop.time()  # when the feed last sent anything
         while True:
             try:
                 info = await streams.get_stream_info(session_id)
@@ -53,9 +56,16 @@ async def _states(streams: StreamManager, session_id: str) -> AsyncIterator[byte
                     shown = state
                     sequence = info.latest_sequence if info is not None else 0
                     yield encode_event({"status": state[0], "runId": state[1], "streamSequence": sequence}, event="run")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RECHECK_SECONDS):
+                    said = loop.time()
+            wait = min(RECHECK_SECONDS, max(said + keep_alive - loop.time(), 0.0))
+            try:
+                async with asyncio.timeout(wait):
                     await subscription.wait()
+            except TimeoutError:
+                if loop.time() - said >= keep_alive:
+                    yield KEEP_ALIVE
+                    said = loop.time()
+                continue  # nothing changed that it heard of: read the state again (a recheck)
             await asyncio.sleep(COALESCE_SECONDS)
     finally:
         subscription.close()
@@ -64,4 +74,4 @@ async def _states(streams: StreamManager, session_id: str) -> AsyncIterator[byte
 def session_feed(streams: StreamManager, session_id: str, *, keep_alive: float) -> AsyncIterator[bytes]:
     """The feed of ``session_id`` as SSE bytes, with a keep-alive comment after ``keep_alive``
     seconds without an event. A store that cannot be reached sends nothing until it can."""
-    return with_keep_alive(_states(streams, session_id), keep_alive)
+    return _states(streams, session_id, keep_alive)
