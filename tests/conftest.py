@@ -22,7 +22,6 @@ REDIS_URL = os.environ.get("HELIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 #: Fixtures that mean a test starts processes of its own (servers, workers, Node clients).
 LIVE_FIXTURES = {"test_database", "chat_client", "live_client"}
 TIERS_BY_PATH = {"chaos": "chaos", "host": "host"}
-BROWSER_MODULES = {"test_chat_page.py", "test_demo_page.py"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,7 +32,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tiers = set()
         if len(path) > 2 and path[1] in TIERS_BY_PATH:
             tiers.add(TIERS_BY_PATH[path[1]])
-        if path[-1] in BROWSER_MODULES:
+        if "browser" in names:  # headless Chromium
             tiers.add("browser")
         if names & LIVE_FIXTURES:
             tiers.add("live")

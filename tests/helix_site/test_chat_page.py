@@ -91,3 +91,58 @@ def test_approve_in_the_page_and_a_client_tool_in_the_browser(
         expect(page.locator(".msg.assistant").last).to_contain_text("You are in Lisbon.", timeout=15_000)
         assert errors == []
         page.close()
+
+
+def test_a_run_started_in_one_tab_streams_in_the_other_and_an_approval_leaves_both(
+    browser: Browser,  # noqa: F811
+    test_database: str,
+) -> None:
+    """The framework-free page follows the session's feed with the helpers, as the hook does."""
+    env = {**ENV, "DATABASE_URL": test_database}
+    with serve_site(env) as port:
+        context = browser.new_context()
+        first, second = context.new_page(), context.new_page()
+        errors: list[str] = []
+        for page in (first, second):
+            page.on("pageerror", lambda error: errors.append(str(error)))
+        first.goto(f"http://127.0.0.1:{port}/")
+        expect(first.get_by_test_id("agent")).to_contain_text("assistant")
+        first.get_by_test_id("agent").select_option("chat")
+        first.get_by_placeholder("Ask something").fill("Hello")
+        first.get_by_role("button", name="Send").click()
+        expect(first.locator(".msg.assistant")).to_have_count(1, timeout=15_000)
+        expect(first.get_by_test_id("status")).to_have_text("ready", timeout=15_000)
+        second.goto(first.url)
+        expect(second.locator(".msg.assistant")).to_have_count(1, timeout=15_000)
+
+        first.get_by_test_id("agent").select_option("assistant")
+        first.get_by_placeholder("Ask something").fill("Email the team the notes")
+        first.get_by_role("button", name="Send").click()
+        for page in (first, second):  # the second tab hears of the run and shows its approval
+            expect(page.locator(".tool .state.approval-requested")).to_have_count(1, timeout=15_000)
+        expect(second.get_by_test_id("activity")).to_contain_text("caught up with another tab")
+        expect(second.get_by_test_id("status")).to_have_text("ready", timeout=15_000)
+        second.get_by_role("button", name="Approve").click()
+        for page in (first, second):  # answered in the second tab: gone from both
+            expect(page.locator(".approval")).to_have_count(0, timeout=5_000)
+            expect(page.locator(".msg.assistant").last).to_contain_text("Sent to team@example.com.", timeout=15_000)
+            expect(page.get_by_test_id("status")).to_have_text("ready", timeout=15_000)
+        snapshot = first.evaluate(
+            "async () => (await fetch(`/api/chat/${new URLSearchParams(location.search).get('session')}/snapshot`)).json()"
+        )
+        stored = [
+            "".join(p.get("text", "") for p in m["parts"] if p["type"] == "text")
+            for m in snapshot["messages"]
+            if m["role"] == "assistant"
+        ]
+        for page in (first, second):
+            assert (
+                page.locator(".msg.assistant").all_inner_texts()
+                and [
+                    "".join(page.locator(f".msg.assistant >> nth={i} >> .part.text").all_inner_texts())
+                    for i in range(len(stored))
+                ]
+                == stored
+            )
+        assert errors == []
+        context.close()

@@ -291,6 +291,62 @@ export function openHelixFeed(options) {
 }
 
 /**
+ * Follow the session from this page: whenever its feed says the session's run started, paused,
+ * went on, ended or failed in a way the page does not show (another tab's run, an approval
+ * answered elsewhere), and the page is idle, `onNews(event)` is called once: reload the snapshot
+ * and resume (`createResyncHandler`'s `handler.refetch()` does both). While `isBusy()` the page
+ * is showing a run itself; call `catchUp()` when it is done, for the news heard meanwhile.
+ * `shownSnapshot()` is the snapshot the page shows. The feed opens only for a session that exists
+ * (for a new one, open it once its first answer is under way); `close()` ends it.
+ * @param {HelixOptions & {
+ *   isBusy: () => boolean,
+ *   shownSnapshot: () => HelixSnapshot | null | undefined,
+ *   onNews: (event: HelixRunEvent) => void,
+ *   onError?: (error: unknown) => void,
+ * }} options
+ * @returns {{catchUp: () => void, close: () => void, closed: () => boolean}}
+ */
+export function followHelixSession(options) {
+  let latest = null;
+  let known = null;
+  let stopped = false;
+  const catchUp = () => {
+    const event = latest;
+    if (event === null || stopped || options.isBusy()) return;
+    const before = known;
+    known = event;
+    if (before === null) {
+      // The feed's first word: news only if the session moved on since the page's snapshot.
+      const snapshot = options.shownSnapshot();
+      if (snapshot && snapshot.status === event.status && snapshot.streamSequence === event.streamSequence) return;
+      if (!snapshot && event.status === "none") return;
+    } else if (before.runId === event.runId && before.status === event.status) {
+      return;
+    }
+    options.onNews(event);
+  };
+  const feed = openHelixFeed({
+    ...options,
+    onRun: (event) => {
+      latest = event;
+      catchUp();
+    },
+    onError: (error) => {
+      if (error instanceof HelixError && error.status >= 400 && error.status < 500) stopped = true;
+      options.onError?.(error);
+    },
+  });
+  return {
+    catchUp,
+    close: () => {
+      stopped = true;
+      feed.close();
+    },
+    closed: () => stopped,
+  };
+}
+
+/**
  * Whether the page should resume the stream for this snapshot.
  * @param {HelixSnapshot | null | undefined} snapshot
  * @returns {boolean}
@@ -308,7 +364,8 @@ export function shouldResume(snapshot) {
  * position and resumes: the answer is rebuilt from what the server holds, and ends as it would
  * have without the crash. Without `getChat` it only replaces the messages. `onResync(data,
  * snapshot)` follows each resync; `onError(error, data)` a resync that failed (without it,
- * `onResync(data, null, error)`). `handler.settled()` is a promise for the resyncs in progress.
+ * `onResync(data, null, error)`). `handler.settled()` is a promise for the resyncs in progress;
+ * `handler.refetch()` does the same without a resync part (news from the session's feed).
  * @param {HelixOptions & {
  *   setMessages: (messages: any[]) => void,
  *   getChat?: () => any,
@@ -316,7 +373,7 @@ export function shouldResume(snapshot) {
  *   onResync?: (data: any, snapshot: HelixSnapshot | null, error?: unknown) => void,
  *   onError?: (error: unknown, data: any) => void,
  * }} options
- * @returns {((part: {type: string, data?: any}) => void) & {settled: () => Promise<void>}}
+ * @returns {((part: {type: string, data?: any}) => void) & {settled: () => Promise<void>, refetch: () => Promise<void>}}
  */
 export function createResyncHandler({
   sessionId, api, headers, credentials, fetch: fetchImpl, setMessages, getChat, reconnectOptions, onResync, onError,
@@ -334,14 +391,19 @@ export function createResyncHandler({
     onResync?.(data, snapshot);
     if (chat && shouldResume(snapshot)) await chat.resumeStream();
   };
-  const handler = (part) => {
-    if (part?.type !== "data-stream-resync") return;
+  const queue = (data) => {
     pending = pending
       .then(() => new Promise((resolve) => setTimeout(resolve, 0)))
-      .then(() => resync(part.data))
-      .catch((error) => (onError ? onError(error, part.data) : onResync?.(part.data, null, error)));
+      .then(() => resync(data))
+      .catch((error) => (onError ? onError(error, data) : onResync?.(data, null, error)));
+    return pending;
+  };
+  const handler = (part) => {
+    if (part?.type === "data-stream-resync") queue(part.data);
   };
   handler.settled = () => pending;
+  // The same for news of the session from elsewhere (followHelixSession): `onResync(null, snapshot)`.
+  handler.refetch = () => queue(null);
   return handler;
 }
 

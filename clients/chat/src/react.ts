@@ -21,9 +21,9 @@ import { useCallback, useEffect, useMemo, useRef, useState, useSyncExternalStore
 import {
   createClientToolHandler,
   createResyncHandler,
+  followHelixSession,
   HelixError,
   loadHelixSnapshot,
-  openHelixFeed,
   prepareHelixChatRequest,
   prepareHelixReconnectRequest,
   readableError,
@@ -337,10 +337,7 @@ class HelixSession {
     resyncCount: 0,
     refusal: undefined,
   };
-  private feed: { close: () => void } | undefined;
-  /** What the feed said last, and what the page last caught up with. */
-  private latest: HelixRunEvent | null = null;
-  private known: HelixRunEvent | null = null;
+  private follower: ReturnType<typeof followHelixSession> | undefined;
   /** This tab's requests under way (a send, a resume, a load) that may not show in the chat's
    * status yet: a resume is "ready" until its stream answers. */
   private working = 0;
@@ -440,42 +437,16 @@ class HelixSession {
     for (const listener of this.listeners) listener();
   }
 
-  /** Hear from the session's feed; refetch when a run this tab does not show starts, pauses,
-   * goes on or ends. */
+  /** Follow the session's feed: a run this tab does not show (another tab's, an approval
+   * answered elsewhere) makes the page load the snapshot again and resume. */
   private openFeed() {
-    if (this.feed || this.closed) return;
-    this.feed = openHelixFeed({
+    if ((this.follower && !this.follower.closed()) || this.closed) return;
+    this.follower = followHelixSession({
       ...this.options,
-      onRun: (event: HelixRunEvent) => this.heard(event),
-      onError: (error: unknown) => {
-        if (error instanceof HelixError && error.status >= 400 && error.status < 500) this.feed = undefined;
-      },
+      isBusy: () => this.working > 0 || this.chat.status === "streaming" || this.chat.status === "submitted",
+      shownSnapshot: () => this.state.snapshot,
+      onNews: () => void this.refetch(),
     });
-  }
-
-  private heard(event: HelixRunEvent) {
-    this.latest = event;
-    this.catchUp();
-  }
-
-  /** Once this tab is idle, show what the feed said since the page last caught up: a run this
-   * tab did not show started, paused, went on or ended (or this tab's own stream ended, and the
-   * page then shows it as the server stored it). */
-  private catchUp() {
-    const event = this.latest;
-    const busy = this.working > 0 || this.chat.status === "streaming" || this.chat.status === "submitted";
-    if (event === null || busy || this.closed) return;
-    const known = this.known;
-    this.known = event;
-    if (known === null) {
-      // The feed's first word: news only if the session moved on since the snapshot.
-      const snapshot = this.state.snapshot;
-      if (snapshot && snapshot.status === event.status && snapshot.streamSequence === event.streamSequence) return;
-      if (!snapshot && event.status === "none") return;
-    } else if (known.runId === event.runId && known.status === event.status) {
-      return;
-    }
-    void this.refetch();
   }
 
   /** Count `work` as this tab's until it settles. */
@@ -484,7 +455,7 @@ class HelixSession {
     return work.finally(() => {
       this.working -= 1;
       // The chat's status settles after the promise: look at the feed's news just after.
-      if (this.working === 0) setTimeout(() => this.catchUp(), 0);
+      if (this.working === 0) setTimeout(() => this.follower?.catchUp(), 0);
     });
   }
 
@@ -566,7 +537,7 @@ class HelixSession {
       if (this.members.size === 0 && sessions.get(this.key) === this) {
         sessions.delete(this.key);
         this.closed = true;
-        this.feed?.close();
+        this.follower?.close();
         void this.chat.stop();
       }
     }, 1000);

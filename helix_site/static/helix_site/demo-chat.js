@@ -2,8 +2,8 @@
 // Helix helpers. Reload mid-answer: the page loads the snapshot and resumes the stream.
 import { AbstractChat, DefaultChatTransport } from "./vendor/ai.js";
 import {
-  createClientToolHandler, createResyncHandler, csrfToken, loadHelixSnapshot, prepareHelixChatRequest,
-  prepareHelixReconnectRequest, shouldResume,
+  createClientToolHandler, createResyncHandler, csrfToken, followHelixSession, loadHelixSnapshot,
+  prepareHelixChatRequest, prepareHelixReconnectRequest, readableError, shouldResume,
 } from "../helix/helix-chat.js";
 
 const $ = (id) => document.getElementById(id);
@@ -14,6 +14,8 @@ if (!params.get("session")) history.replaceState(null, "", `?session=${sessionId
 
 const options = { sessionId, csrfToken: csrf, agent: localStorage.getItem(`helix-agent:${sessionId}`) ?? "chat" };
 let chat;
+let resync;
+let follower;
 let renderQueued = false;
 
 class PageState {
@@ -128,27 +130,38 @@ function render() {
     }));
     if (atBottom) box.scrollTop = box.scrollHeight;
     const status = chat.state.status;
-    $("status").textContent = chat.state.error ? `error: ${chat.state.error.message}` : status;
+    $("status").textContent = chat.state.error ? `error: ${readableError(chat.state.error).message}` : status;
     $("stop").disabled = !(status === "streaming" || status === "submitted");
     $("send").disabled = status === "streaming" || status === "submitted";
   });
 }
 
 function makeChat(messages, resumeFromSequence, loaded) {
-  const chatOptions = Object.assign(options, { resumeFromSequence, snapshot: loaded });
+  // Other tabs' runs come through the session's feed: a message sent meanwhile is refused (409).
+  const chatOptions = Object.assign(options, { resumeFromSequence, snapshot: loaded, reattach: false });
   const transport = new DefaultChatTransport({
     prepareSendMessagesRequest: prepareHelixChatRequest(chatOptions),
     prepareReconnectToStreamRequest: prepareHelixReconnectRequest(chatOptions),
   });
   const state = new PageState(messages);
-  const resync = createResyncHandler({
+  resync = createResyncHandler({
     sessionId, getChat: () => chat, reconnectOptions: chatOptions,
-    setMessages: (next) => { state.messages = next; }, onResync: () => activity("resynced after a worker change"),
+    setMessages: (next) => { state.messages = next; },
+    onResync: (data) => activity(data ? "resynced after a worker change" : "caught up with another tab"),
   });
   const onToolCall = createClientToolHandler({ tools: clientTools, getChat: () => chat });
   class PageChat extends AbstractChat {
     constructor() {
-      super({ id: sessionId, transport, state, onToolCall, onData: (part) => { onData(part); return resync(part); }, onError: (error) => activity(`error: ${error.message}`, "error") });
+      super({
+        id: sessionId, transport, state, onToolCall,
+        onData: (part) => { onData(part); return resync(part); },
+        onFinish: () => { follow(); setTimeout(() => follower?.catchUp(), 0); },
+        onError: (error) => {
+          const readable = readableError(error);
+          activity(`error: ${readable.message}`, "error");
+          if (readable.code === "RUN_CONFLICT") resync.refetch();  // show what the server holds, and its run
+        },
+      });
     }
   }
   chat = new PageChat();
@@ -182,9 +195,21 @@ $("stop").addEventListener("click", () => {
   fetch(`/api/chat/${sessionId}/stop`, { method: "POST", headers: { "X-CSRFToken": csrf } });
 });
 
+// Every tab of the session live: a run started or answered elsewhere shows here too.
+function follow() {
+  if (follower && !follower.closed()) return;
+  follower = followHelixSession({
+    sessionId, csrfToken: csrf,
+    isBusy: () => chat.status === "streaming" || chat.status === "submitted",
+    shownSnapshot: () => options.snapshot,
+    onNews: () => resync.refetch().then(() => follower.catchUp()),
+  });
+}
+
 await loadAgents();
 const snapshot = await loadHelixSnapshot({ sessionId });
 makeChat(snapshot?.messages ?? [], snapshot?.streamSequence, snapshot);
+if (snapshot) follow();
 if (shouldResume(snapshot)) {
   activity("resuming the answer in progress");
   chat.resumeStream();
