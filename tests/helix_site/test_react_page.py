@@ -5,7 +5,9 @@ equal the session's snapshot, with no part twice."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,6 +18,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Request, Response
 from tests.helix_site.test_chat_page import ENV  # the demo site, anonymous, in one process
 from tests.helix_site.test_demo_page import _playwright_loop, browser  # noqa: F401 (the module's Chromium fixtures)
 from tests.live import serve_site
+from tooling.servers import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the server runs on the test database
 LINES = pytest.mark.parametrize("line", ["6", "7"], ids=["ai6", "ai7"])
@@ -287,3 +290,83 @@ def test_the_readme_example_as_written_chats_runs_a_client_tool_and_an_approval_
                 if part["type"] == "text":
                     assert shown.count(part["text"]) == 1, (part["text"], shown)
         tab.close()
+
+
+class CuttableLine:
+    """A TCP relay from a port of its own to the server's, on a thread of its own: ``cut()``
+    drops every connection through it at once, as a network does, and new ones go through."""
+
+    def __init__(self, target: int) -> None:
+        self.target, self.port = target, free_port()
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(started,), daemon=True)
+        self.thread.start()
+        started.wait(5)
+
+    def _run(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._relay, "127.0.0.1", self.port))
+        started.set()
+        self.loop.run_forever()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        self.writers |= {writer, upstream_writer}
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        self.writers -= {writer, upstream_writer}
+
+    def cut(self) -> None:
+        def close_all() -> None:
+            for writer in list(self.writers):
+                writer.transport.abort()
+
+        self.loop.call_soon_threadsafe(close_all)
+
+    def close(self) -> None:
+        async def shutdown() -> None:
+            self.server.close()
+            for writer in list(self.writers):
+                writer.transport.abort()
+            tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        self.loop.close()
+
+
+@LINES
+def test_a_dropped_connection_mid_answer_resumes_by_itself(browser: Browser, test_database: str, line: str) -> None:  # noqa: F811
+    with site(test_database) as port:
+        network = CuttableLine(port)
+        try:
+            tab = ReactPage(browser, network.port, line)
+            tab.open()
+            tab.answering("research", "How do streams resume?", "Here is what I found")
+            network.cut()  # the stream (and the feed) drop; the run goes on
+            tab.page.wait_for_function(
+                "document.querySelector('.msg.assistant')?.innerText.includes('That is the whole picture')"
+                " && document.querySelector('#status').textContent === 'ready'",
+                timeout=30_000,
+            )
+            expect(tab.page.locator(".msg.assistant")).to_have_count(1)
+            tab.assert_equals_snapshot()
+            tab.close()
+        finally:
+            network.close()

@@ -341,7 +341,8 @@ class HelixSession {
   /** This tab's requests under way (a send, a resume, a load) that may not show in the chat's
    * status yet: a resume is "ready" until its stream answers. */
   private working = 0;
-  private refetchQueued = false;
+  private refetching: Promise<void> | undefined;
+  private retries = 0;
   private closed = false;
   ready: Promise<void>;
   private readonly listeners = new Set<() => void>();
@@ -403,6 +404,8 @@ class HelixSession {
       },
       onFinish: (event) => {
         this.openFeed(); // a new session exists once its first answer is under way
+        if (event.isDisconnect) this.reconnectSoon(); // the connection dropped, not the run
+        else this.retries = 0;
         this.emit((m) => m.onFinish?.(event));
       },
       onError: (error) => {
@@ -411,7 +414,7 @@ class HelixSession {
           // Refused while a run is in flight (another tab's, or one waiting on a person): show
           // the server's messages, without the refused one, and the run as it goes.
           this.update({ refusal: readable });
-          void this.refetch();
+          this.refetch().catch(() => this.reconnectSoon());
         }
         this.emit((m) => m.onChatError?.(error));
       },
@@ -445,7 +448,7 @@ class HelixSession {
       ...this.options,
       isBusy: () => this.working > 0 || this.chat.status === "streaming" || this.chat.status === "submitted",
       shownSnapshot: () => this.state.snapshot,
-      onNews: () => void this.refetch(),
+      onNews: () => void this.refetch().catch(() => this.reconnectSoon()),
     });
   }
 
@@ -466,6 +469,7 @@ class HelixSession {
     try {
       snapshot = await loadHelixSnapshot(this.options);
     } catch (error) {
+      if (!initial) throw error; // a refetch: its caller decides (a reconnect tries again)
       this.update({ isLoading: false, error });
       return;
     }
@@ -484,15 +488,27 @@ class HelixSession {
 
   /** Load the snapshot again and show it; refetches asked for meanwhile run after it, once. */
   refetch(): Promise<void> {
-    if (this.refetchQueued) return this.ready;
-    this.refetchQueued = true;
+    if (this.refetching) return this.refetching;
     const run = async () => {
-      this.refetchQueued = false;
+      this.refetching = undefined;
       if (this.chat.status === "streaming" || this.chat.status === "submitted") await this.chat.stop();
       await this.load();
     };
-    this.ready = this.track(this.ready.then(run, run));
-    return this.ready;
+    const attempt = this.ready.then(run);
+    this.refetching = attempt;
+    this.ready = this.track(attempt.catch(() => {})); // sends wait for it, whatever it met
+    return attempt;
+  }
+
+  /** After a dropped connection: load the snapshot and resume, 1 s later, then up to 15 s apart
+   * while the server cannot be reached. */
+  private reconnectSoon() {
+    if (this.closed) return;
+    const delay = Math.min(1000 * 2 ** this.retries, 15000);
+    this.retries += 1;
+    setTimeout(() => {
+      this.refetch().catch(() => this.reconnectSoon());
+    }, delay);
   }
 
   async send(...args: Parameters<Chat<UIMessage>["sendMessage"]>): Promise<void> {
