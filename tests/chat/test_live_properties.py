@@ -77,8 +77,11 @@ conversations = st.lists(st.one_of(email_turn(), location_turn(), answer_turns()
 
 
 def shown(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What a page shows, compared by content: its consecutive assistant messages merged."""
-    merged = merge_assistant_messages([ui_message(message) for message in messages])
+    """What a page shows, compared by content: its consecutive assistant messages merged. An
+    assistant message without parts shows nothing (the client opens one on a run's ``start``; a
+    stop before the run's first token stores none)."""
+    visible = [message for message in messages if message["role"] != "assistant" or message["parts"]]
+    merged = merge_assistant_messages([ui_message(message) for message in visible])
     return [content_view(msgspec.to_builtins(message)) for message in merged]
 
 
