@@ -71,6 +71,15 @@ class ReactPage:
             f"document.querySelector('.msg.assistant')?.innerText.includes({json.dumps(shown)})", timeout=20_000
         )
 
+    def wait_answered(self, index: int = 0) -> None:
+        """Until the ``index``-th assistant message holds the research answer's last sentence and
+        the page is idle."""
+        self.page.wait_for_function(
+            f"document.querySelectorAll('.msg.assistant')[{index}]?.innerText.includes('That is the whole picture')"
+            " && document.querySelector('#status').textContent === 'ready'",
+            timeout=30_000,
+        )
+
     def wait_ready(self, timeout: float = 30_000) -> None:
         self.page.wait_for_function("document.querySelector('#status').textContent === 'ready'", timeout=timeout)
 
@@ -124,11 +133,7 @@ def test_reload_mid_answer_resumes_once_and_completes_it_once(browser: Browser, 
         tab.resumes.clear()
         tab.page.reload()  # mid-answer: StrictMode runs the effects twice, two components read the chat
         expect(tab.page.get_by_test_id("activity")).to_contain_text("resuming the answer in progress")
-        tab.page.wait_for_function(
-            "document.querySelector('.msg.assistant')?.innerText.includes('That is the whole picture')"
-            " && document.querySelector('#status').textContent === 'ready'",
-            timeout=30_000,
-        )
+        tab.wait_answered()
         assert len(tab.resumes) == 1, tab.resumes
         expect(tab.page.locator(".msg.assistant")).to_have_count(1)
         tab.assert_equals_snapshot()
@@ -213,11 +218,7 @@ def test_a_run_started_in_one_tab_streams_in_the_other(browser: Browser, test_da
             timeout=20_000,
         )
         for tab in (first, second):
-            tab.page.wait_for_function(
-                "document.querySelectorAll('.msg.assistant')[1]?.innerText.includes('That is the whole picture')"
-                " && document.querySelector('#status').textContent === 'ready'",
-                timeout=30_000,
-            )
+            tab.wait_answered(1)
             tab.assert_equals_snapshot()
             tab.close()
 
@@ -360,11 +361,7 @@ def test_a_dropped_connection_mid_answer_resumes_by_itself(browser: Browser, tes
             tab.open()
             tab.answering("research", "How do streams resume?", "Here is what I found")
             network.cut()  # the stream (and the feed) drop; the run goes on
-            tab.page.wait_for_function(
-                "document.querySelector('.msg.assistant')?.innerText.includes('That is the whole picture')"
-                " && document.querySelector('#status').textContent === 'ready'",
-                timeout=30_000,
-            )
+            tab.wait_answered()
             expect(tab.page.locator(".msg.assistant")).to_have_count(1)
             tab.assert_equals_snapshot()
             tab.close()
